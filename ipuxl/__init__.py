@@ -1,0 +1,81 @@
+"""ipuxl: Graphcore's PopXL programming model on JAX/XLA.
+
+``import ipuxl as popxl`` gives PopXL's public API; ``ipuxl.alias_popxl()`` makes
+``import popxl`` (and ``import popart``) resolve to ipuxl in this process.
+"""
+
+from ipuxl import dtypes, ops, transforms
+from ipuxl.alias import alias_popxl
+from ipuxl.context import (
+    gcg,
+    get_current_graph,
+    get_ir,
+    get_main_graph,
+    gir,
+    gmg,
+    in_sequence,
+    io_tiles,
+    ipu,
+    name_scope,
+)
+from ipuxl.dtypes import (
+    bfloat16,
+    bool,
+    complex64,
+    complex128,
+    double,
+    dtype,
+    float,
+    float8_143,
+    float8_152,
+    float16,
+    float32,
+    float64,
+    half,
+    int8,
+    int16,
+    int32,
+    int64,
+    uint8,
+    uint16,
+    uint32,
+    uint64,
+)
+from ipuxl.execution_context import ExecutionContext
+from ipuxl.graph import Graph
+from ipuxl.ir import Ir
+from ipuxl.module import Module
+from ipuxl.random_seed import create_seeds
+from ipuxl.remote_buffer import RemoteBuffer, remote_buffer
+from ipuxl.replica_grouping import ReplicaGrouping
+from ipuxl.session import Session
+from ipuxl.streams import DeviceToHostStream, HostToDeviceStream, d2h_stream, h2d_stream
+from ipuxl.tensor import Constant, Tensor, TensorByRef, TensorSpec, Variable
+from ipuxl.tensor_factories import constant, graph_input, graph_output, variable
+from ipuxl.tensor_location import (
+    ReplicatedTensorSharding,
+    TensorLocation,
+    TensorStorage,
+    TileSet,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    # context
+    "get_current_graph", "get_main_graph", "get_ir", "gcg", "gmg", "gir", "in_sequence",
+    "name_scope", "ipu", "io_tiles",
+    # dtypes
+    "dtype", "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+    "half", "float8_143", "float8_152", "float16", "float", "float32", "double", "float64",
+    "complex64", "complex128",
+    # classes and factories
+    "Graph", "Ir", "Module", "create_seeds", "RemoteBuffer", "remote_buffer",
+    "ReplicaGrouping", "HostToDeviceStream", "DeviceToHostStream", "h2d_stream", "d2h_stream",
+    "Tensor", "variable", "constant", "graph_input", "graph_output", "TensorByRef",
+    "TensorSpec", "TensorStorage", "TensorLocation", "ReplicatedTensorSharding", "TileSet",
+    "ExecutionContext", "Session",
+]
+
+# Not in PopXL's __all__ but importable: ipuxl extensions and PopXL's extras.
+_ = (bfloat16, Constant, Variable, alias_popxl, dtypes, ops, transforms)

@@ -1,0 +1,298 @@
+"""The build context: which graph ops go into, and the placement and ordering they get.
+
+One process-global :class:`Context` holds the graph stack, the current IPU, the
+``in_sequence`` mode and chain, the name scopes, the IO-tiles flag and the execution
+context. Every context manager here restores its state in ``finally`` (PopXL leaks state
+when an exception escapes; ipuxl does not).
+
+Example:
+    >>> import ipuxl as popxl
+    >>> ir = popxl.Ir()
+    >>> with ir.main_graph, popxl.name_scope("layer1"):
+    ...     w = popxl.variable(1.0, name="w")
+    >>> w.id
+    'layer1/w'
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from ipuxl.graph import Graph
+    from ipuxl.ir import Ir
+    from ipuxl.op import Op
+
+__all__ = [
+    "Context",
+    "get_current_context",
+    "get_current_graph",
+    "get_main_graph",
+    "get_ir",
+    "gcg",
+    "gmg",
+    "gir",
+    "in_sequence",
+    "name_scope",
+    "ipu",
+    "io_tiles",
+    "op_debug_context",
+    "debug_context_frame_offset",
+    "user_location",
+]
+
+InSequenceMode = bool | Literal["pass"] | None
+
+
+@dataclass
+class _SequenceBlock:
+    """One ``in_sequence`` block: the ops the next op must follow, per graph."""
+
+    mode: InSequenceMode
+    previous: dict[Any, tuple[Op, ...]] = field(default_factory=dict)
+    # Ops created directly in an unordered (False) block nested in an ordered one.
+    members: dict[Any, list[Op]] = field(default_factory=dict)
+
+
+@dataclass
+class Context:
+    """Global build state. Use the functions of this module rather than the fields."""
+
+    graphs: list[Graph] = field(default_factory=list)
+    ipu_id: int = 0
+    name_scopes: list[str] = field(default_factory=list)
+    io_tiles: bool = False
+    execution_context: str = "normal"
+    sequence: list[_SequenceBlock] = field(default_factory=list)
+    debug_frame_offset: int = 0
+
+    @property
+    def in_sequence(self) -> InSequenceMode:
+        return self.sequence[-1].mode if self.sequence else None
+
+    @property
+    def graph(self) -> Graph:
+        if not self.graphs:
+            raise RuntimeError(
+                "Trying to access a graph, but no graph has been selected. Hint - try "
+                "performing the operations in a context manager (e.g. `with graph_instance:`) "
+                "or inside of a function that's called by `popxl.Ir().create_graph()`"
+            )
+        return self.graphs[-1]
+
+    def push_graph(self, graph: Graph) -> None:
+        if self.graphs and self.graphs[0].ir is not graph.ir:
+            raise RuntimeError(
+                "Trying to a create a context manager nested in another context, when the "
+                "previous context's Ir is different. Leave the other Ir's graph context "
+                f"before entering a graph of {graph.ir!r}."
+            )
+        self.graphs.append(graph)
+
+    def pop_graph(self) -> Graph:
+        return self.graphs.pop()
+
+    # ------------------------------------------------------------- in_sequence
+    def sequence_predecessors(self, graph: Graph) -> tuple[Op, ...]:
+        """The ops a new op in ``graph`` must be scheduled after (``in_sequence``)."""
+        key = (graph, self.execution_context)
+        for block in reversed(self.sequence):
+            if block.mode == "pass":
+                return ()
+            if block.mode is True or block.mode is False:
+                return block.previous.get(key, ())
+        return ()
+
+    def record_sequenced_op(self, op: Op) -> None:
+        """Advance the ``in_sequence`` chain after ``op`` was created."""
+        if not self.sequence or self.sequence[-1].mode in ("pass", None):
+            return
+        key = (op.graph, self.execution_context)
+        block = self.sequence[-1]
+        if block.mode is True:
+            block.previous[key] = (op,)
+        else:
+            block.members.setdefault(key, []).append(op)
+
+
+_CONTEXT = Context()
+
+
+def get_current_context() -> Context:
+    """The process-global build context."""
+    return _CONTEXT
+
+
+def get_current_graph() -> Graph:
+    """The graph at the top of the context stack.
+
+    Raises:
+        RuntimeError: no graph is selected (use ``with graph:``).
+    """
+    return _CONTEXT.graph
+
+
+def get_main_graph() -> Graph:
+    """The main graph of the Ir whose graph is at the bottom of the context stack."""
+    if not _CONTEXT.graphs:
+        raise RuntimeError(
+            "Trying to access the main_graph, but no graph has been selected. Hint - try "
+            "performing the operations in a context manager (e.g. `with ir.main_graph:`)"
+        )
+    return _CONTEXT.graphs[0].ir.main_graph
+
+
+def get_ir() -> Ir:
+    """The Ir whose graph is at the bottom of the context stack."""
+    if not _CONTEXT.graphs:
+        raise RuntimeError(
+            "Trying to access the ir, but no graph has been selected. Hint - try performing "
+            "the operations in a context manager (e.g. `with ir.main_graph:`)"
+        )
+    return _CONTEXT.graphs[0].ir
+
+
+gcg = get_current_graph
+gmg = get_main_graph
+gir = get_ir
+
+
+@contextlib.contextmanager
+def ipu(ipu: int) -> Iterator[int]:
+    """New ops are placed on virtual IPU ``ipu``."""
+    previous = _CONTEXT.ipu_id
+    _CONTEXT.ipu_id = ipu
+    try:
+        yield ipu
+    finally:
+        _CONTEXT.ipu_id = previous
+
+
+@contextlib.contextmanager
+def io_tiles() -> Iterator[None]:
+    """New ops are placed on the IO tile set; their outputs report ``tile_set == "io"``."""
+    previous = _CONTEXT.io_tiles
+    _CONTEXT.io_tiles = True
+    try:
+        yield
+    finally:
+        _CONTEXT.io_tiles = previous
+
+
+@contextlib.contextmanager
+def name_scope(name: str) -> Iterator[list[str]]:
+    """Prefix the names of new tensors (and ops) with ``name/``. Scopes nest."""
+    _CONTEXT.name_scopes.append(name)
+    try:
+        yield list(_CONTEXT.name_scopes)
+    finally:
+        _CONTEXT.name_scopes.pop()
+
+
+@contextlib.contextmanager
+def in_sequence(mode: bool | Literal["pass"] = True) -> Iterator[bool | Literal["pass"]]:
+    """Constrain the order of the ops created inside.
+
+    ``True``: each new op runs after the previous op created under ``in_sequence`` in
+    the same graph. ``False`` nested in ``True``: the inner ops are unordered among
+    themselves but, as a block, follow the op before it and precede the op after it.
+    ``"pass"``: no constraints. Separate outermost blocks do not chain. Works as a
+    decorator too (``@popxl.in_sequence()``).
+
+    Raises:
+        TypeError: ``mode`` is None.
+    """
+    if mode is None:
+        raise TypeError("`None` cannot be passed to `in_sequence`. Try `False` instead.")
+    if mode not in (True, False, "pass"):
+        raise ValueError(f"in_sequence mode must be True, False or 'pass', got {mode!r}.")
+    outer = _CONTEXT.sequence[-1] if _CONTEXT.sequence else None
+    # A new block starts from where the enclosing ordered block stands; an outermost
+    # block starts empty, so separate outermost blocks do not chain.
+    start = dict(outer.previous) if outer is not None and outer.mode is not None else {}
+    block = _SequenceBlock(mode, previous=start)
+    _CONTEXT.sequence.append(block)
+    try:
+        yield mode
+    finally:
+        _CONTEXT.sequence.pop()
+        if outer is not None:
+            _merge_block_into(outer, block, start)
+
+
+def _merge_block_into(
+    outer: _SequenceBlock, block: _SequenceBlock, start: dict[Any, tuple[Op, ...]]
+) -> None:
+    """After ``block`` closes, make what it created visible to the enclosing block."""
+    if block.mode is True:
+        finished = {key: last for key, last in block.previous.items() if last != start.get(key)}
+    elif block.mode is False:
+        finished = {key: tuple(members) for key, members in block.members.items()}
+    else:  # "pass": its ops are unconstrained and constrain nothing after them.
+        return
+    for key, ops in finished.items():
+        if outer.mode is True:
+            # An unordered block is a unit: the next op follows all of its members.
+            outer.previous[key] = ops
+        elif outer.mode is False:
+            outer.members.setdefault(key, []).extend(ops)
+
+
+@contextlib.contextmanager
+def _execution_context(name: str) -> Iterator[None]:
+    previous = _CONTEXT.execution_context
+    _CONTEXT.execution_context = name
+    try:
+        yield
+    finally:
+        _CONTEXT.execution_context = previous
+
+
+def op_debug_context(name_or_fn: str | Callable) -> Callable:
+    """Decorator marking a function as an op builder (affects debug info only)."""
+
+    def decorate(fn: Callable) -> Callable:
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            return fn(*args, **kwargs)
+
+        return wrapper
+
+    if callable(name_or_fn):
+        return decorate(name_or_fn)
+    return decorate
+
+
+@contextlib.contextmanager
+def debug_context_frame_offset(offset: int) -> Iterator[None]:
+    """Attribute new ops' source lines ``offset`` frames further out than the caller."""
+    previous = _CONTEXT.debug_frame_offset
+    _CONTEXT.debug_frame_offset = previous + offset
+    try:
+        yield
+    finally:
+        _CONTEXT.debug_frame_offset = previous
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+_SKIPPED_DIRS = (_PACKAGE_DIR, os.path.dirname(contextlib.__file__))
+
+
+def user_location() -> tuple[str, int]:
+    """(file, line) of the innermost frame outside ipuxl and the standard library."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename.startswith(_SKIPPED_DIRS):
+        frame = frame.f_back
+    for _ in range(_CONTEXT.debug_frame_offset):
+        if frame is None or frame.f_back is None:
+            break
+        frame = frame.f_back
+    if frame is None:
+        return ("<unknown>", 0)
+    return (frame.f_code.co_filename, frame.f_lineno)

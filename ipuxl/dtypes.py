@@ -1,0 +1,263 @@
+"""PopXL data types.
+
+Every dtype is a singleton of :class:`dtype`; compare them with ``==`` or ``is``.
+Each knows its host representation (``as_numpy()``), the dtype JAX computes in
+(``jax_dtype``) and its short name in the IR text form (``short_name``, e.g. ``f32``).
+
+Float8 host data uses PopXL's structured numpy dtypes (one ``u1`` field named after the
+format); inside ipuxl the bytes are reinterpreted as ``ml_dtypes`` float8 "fnuz" formats,
+which are bit-identical. ``bfloat16`` is an ipuxl extension (PopXL has no bfloat16).
+
+Example:
+    >>> import ipuxl as popxl
+    >>> popxl.dtype.as_dtype("float16") is popxl.float16
+    True
+"""
+
+from __future__ import annotations
+
+import builtins
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+__all__ = [
+    "dtype",
+    "bool",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "half",
+    "float8_143",
+    "float8_152",
+    "float16",
+    "float",
+    "float32",
+    "double",
+    "float64",
+    "complex64",
+    "complex128",
+    "bfloat16",
+    "np_dtype_float8_143",
+    "np_dtype_float8_152",
+]
+
+np_dtype_float8_143 = np.dtype([("float8_143", "u1")])
+np_dtype_float8_152 = np.dtype([("float8_152", "u1")])
+
+_by_name: dict[str, dtype] = {}
+
+
+class dtype:
+    """A PopXL data type. Instances are module-level singletons; the constructor is closed."""
+
+    def __init__(self) -> None:
+        raise TypeError("Cannot create popxl.dtypes.dtype instances.")
+
+    @classmethod
+    def _new(
+        cls,
+        name: str,
+        short_name: str,
+        numpy: np.dtype | None,
+        jax_dtype: Any,
+        *,
+        is_int: builtins.bool = False,
+        is_floating_point: builtins.bool = False,
+        is_signed: builtins.bool = False,
+        is_complex: builtins.bool = False,
+        torch_name: str | None = None,
+    ) -> dtype:
+        self = object.__new__(cls)
+        self._name = name
+        self._short_name = short_name
+        self._numpy = numpy
+        self._jax_dtype = np.dtype(jax_dtype)
+        self._is_int = is_int
+        self._is_floating_point = is_floating_point
+        self._is_signed = is_signed
+        self._is_complex = is_complex
+        self._torch_name = torch_name
+        _by_name[name] = self
+        return self
+
+    # ----------------------------------------------------------------- properties
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def short_name(self) -> str:
+        """The name used in the IR text form: ``f32``, ``i8``, ``bool``, ``f8_143``..."""
+        return self._short_name
+
+    @property
+    def is_complex(self) -> builtins.bool:
+        return self._is_complex
+
+    @property
+    def is_int(self) -> builtins.bool:
+        return self._is_int
+
+    @property
+    def is_floating_point(self) -> builtins.bool:
+        return self._is_floating_point
+
+    @property
+    def is_signed(self) -> builtins.bool:
+        return self._is_signed
+
+    @property
+    def is_float8(self) -> builtins.bool:
+        return self._name in ("float8_143", "float8_152")
+
+    @property
+    def jax_dtype(self) -> np.dtype:
+        """The dtype device arrays of this type have (ml_dtypes float8 for the float8s)."""
+        return self._jax_dtype
+
+    @property
+    def itemsize(self) -> int:
+        return self._jax_dtype.itemsize
+
+    # ----------------------------------------------------------------- conversions
+    def as_numpy(self) -> np.dtype:
+        """The host numpy dtype (structured ``u1`` dtypes for float8)."""
+        if self._numpy is None:
+            raise TypeError(f"There is no numpy dtype equivalent to {self!r}.")
+        return self._numpy
+
+    def as_torch(self) -> Any:
+        try:
+            import torch
+        except ModuleNotFoundError as error:
+            raise ModuleNotFoundError("PyTorch is not installed.") from error
+        if self._torch_name is None:
+            raise TypeError(f"There is no torch dtype equivalent to {self!r}.")
+        return getattr(torch, self._torch_name)
+
+    @classmethod
+    def from_name(cls, name: str) -> dtype:
+        """The dtype with canonical name ``name`` (aliases such as ``half`` are refused)."""
+        try:
+            return _by_name[name]
+        except (KeyError, TypeError):
+            raise ValueError(f"There is not a `popxl.dtype` that has a name: {name!r}.") from None
+
+    @classmethod
+    def as_dtype(cls, value: Any) -> dtype:
+        """Convert a name, Python type, numpy or torch dtype, or array to a dtype.
+
+        The sources are tried in PopXL's order, so ``as_dtype(int)`` is int64 (numpy's
+        meaning of ``int``), ``as_dtype(float)`` is float32 and ``as_dtype("float")`` is
+        float64 (numpy's meaning of the string).
+        """
+        if isinstance(value, dtype):
+            return value
+        if isinstance(value, str) and value in _by_name:
+            return _by_name[value]
+        if value is builtins.bool:
+            return bool
+        if value is builtins.float:
+            return float32
+        found = _from_numpy(value)
+        if found is not None:
+            return found
+        torch_found = _from_torch(value)
+        if torch_found is not None:
+            return torch_found
+        try:
+            found = _from_numpy(np.dtype(value))
+        except TypeError:
+            found = None
+        if found is not None:
+            return found
+        inner = getattr(value, "dtype", None)
+        if inner is not None and inner is not value:
+            found = _from_numpy(inner) or _from_torch(inner)
+            if found is not None:
+                return found
+        raise ValueError(f"There is not a `popxl.dtype` that is compatible with value: {value!r}.")
+
+    # ----------------------------------------------------------------- dunder
+    def __repr__(self) -> str:
+        return f"popxl.dtypes.{self._name}"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (dtype.from_name, (self._name,))
+
+    def __hash__(self) -> int:
+        return hash(self._name)
+
+    def __eq__(self, other: object) -> builtins.bool:
+        return self is other
+
+    def __copy__(self) -> dtype:
+        return self
+
+    def __deepcopy__(self, memo: dict) -> dtype:
+        return self
+
+
+def _from_numpy(value: Any) -> dtype | None:
+    if not isinstance(value, np.dtype):
+        return None
+    for candidate in _by_name.values():
+        if candidate._numpy == value or (
+            candidate.is_float8 and candidate._jax_dtype == value
+        ):
+            return candidate
+    return None
+
+
+def _from_torch(value: Any) -> dtype | None:
+    if type(value).__module__ != "torch" or type(value).__name__ != "dtype":
+        return None
+    torch_name = str(value).removeprefix("torch.")
+    for candidate in _by_name.values():
+        if candidate._torch_name == torch_name:
+            return candidate
+    return None
+
+
+_int = {"is_int": True}
+_signed_int = {"is_int": True, "is_signed": True}
+_float = {"is_floating_point": True, "is_signed": True}
+
+bool = dtype._new("bool", "bool", np.dtype(np.bool_), np.bool_, torch_name="bool")
+int8 = dtype._new("int8", "i8", np.dtype(np.int8), np.int8, **_signed_int, torch_name="int8")
+int16 = dtype._new("int16", "i16", np.dtype(np.int16), np.int16, **_signed_int, torch_name="int16")
+int32 = dtype._new("int32", "i32", np.dtype(np.int32), np.int32, **_signed_int, torch_name="int32")
+int64 = dtype._new("int64", "i64", np.dtype(np.int64), np.int64, **_signed_int, torch_name="int64")
+uint8 = dtype._new("uint8", "u8", np.dtype(np.uint8), np.uint8, **_int, torch_name="uint8")
+uint16 = dtype._new("uint16", "u16", np.dtype(np.uint16), np.uint16, **_int)
+uint32 = dtype._new("uint32", "u32", np.dtype(np.uint32), np.uint32, **_int)
+uint64 = dtype._new("uint64", "u64", np.dtype(np.uint64), np.uint64, **_int)
+float8_143 = dtype._new("float8_143", "f8_143", np_dtype_float8_143, ml_dtypes.float8_e4m3fnuz, **_float)
+float8_152 = dtype._new("float8_152", "f8_152", np_dtype_float8_152, ml_dtypes.float8_e5m2fnuz, **_float)
+float16 = dtype._new("float16", "f16", np.dtype(np.float16), np.float16, **_float, torch_name="float16")
+float32 = dtype._new("float32", "f32", np.dtype(np.float32), np.float32, **_float, torch_name="float32")
+float64 = dtype._new("float64", "f64", np.dtype(np.float64), np.float64, **_float, torch_name="float64")
+complex64 = dtype._new(
+    "complex64", "c64", np.dtype(np.complex64), np.complex64, is_complex=True, is_signed=True,
+    torch_name="complex64",
+)
+complex128 = dtype._new(
+    "complex128", "c128", np.dtype(np.complex128), np.complex128, is_complex=True,
+    is_signed=True, torch_name="complex128",
+)
+bfloat16 = dtype._new(
+    "bfloat16", "bf16", np.dtype(ml_dtypes.bfloat16), ml_dtypes.bfloat16, **_float,
+    torch_name="bfloat16",
+)
+
+half = float16
+float = float32  # noqa: A001 - PopXL's public alias
+double = float64
+

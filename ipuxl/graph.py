@@ -1,0 +1,211 @@
+"""Graphs: an ordered list of ops over the tensors they own, with inputs and outputs.
+
+The main graph is the program's entry point and the only graph with variables;
+subgraphs have inputs and outputs and are called by ``call``, ``repeat`` and
+``conditional`` ops. ``with graph:`` makes ``graph`` the one new ops go into.
+
+Example:
+    >>> import ipuxl as popxl
+    >>> ir = popxl.Ir()
+    >>> with ir.main_graph:
+    ...     x = popxl.variable([1.0, 2.0], name="x")
+    ...     y = x + x
+    >>> print(ir.main_graph)  # doctest: +ELLIPSIS
+    graph main() {
+    ...
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ipuxl.context import get_current_context
+
+if TYPE_CHECKING:
+    from ipuxl.ir import Ir
+    from ipuxl.op import Op
+    from ipuxl.tensor import Constant, Tensor, TensorSpec, Variable
+
+__all__ = ["Graph"]
+
+
+class Graph:
+    """A graph of ops. Get graphs from ``ir.main_graph`` or ``ir.create_graph``."""
+
+    def __init__(self) -> None:
+        raise TypeError("Cannot create popxl.graph.Graph instances using the constructor.")
+
+    @classmethod
+    def _create(cls, ir: Ir, graph_id: str) -> Graph:
+        self = object.__new__(cls)
+        self._ir = ir
+        self._id = graph_id
+        self._ops: list[Op] = []
+        self._tensors: dict[str, Tensor] = {}
+        self._inputs: list[Tensor] = []
+        self._outputs: list[Tensor] = []
+        self._by_ref_inputs: set[Tensor] = set()
+        self._consumers_of: dict[str, list[Op]] = {}
+        self._hooks: dict[int, Callable[[Op], Any]] = {}
+        self._hook_handles = itertools.count()
+        return self
+
+    # ----------------------------------------------------------------- properties
+    @property
+    def id(self) -> str:
+        return self._id
+
+    @property
+    def name(self) -> str:
+        return self._id
+
+    @property
+    def ir(self) -> Ir:
+        return self._ir
+
+    @property
+    def main_graph(self) -> Graph:
+        return self._ir.main_graph
+
+    @property
+    def is_main_graph(self) -> bool:
+        return self is self._ir.main_graph
+
+    @property
+    def inputs(self) -> tuple[Tensor, ...]:
+        return tuple(self._inputs)
+
+    @property
+    def outputs(self) -> tuple[Tensor, ...]:
+        return tuple(self._outputs)
+
+    @property
+    def inputs_by_name(self) -> dict[str, Tensor]:
+        return {t.name: t for t in self._inputs}
+
+    @property
+    def tensors(self) -> tuple[Tensor, ...]:
+        return tuple(self._tensors.values())
+
+    @property
+    def variables(self) -> tuple[Variable, ...]:
+        from ipuxl.tensor import Variable
+
+        return tuple(t for t in self._tensors.values() if isinstance(t, Variable))
+
+    @property
+    def constants(self) -> tuple[Constant, ...]:
+        from ipuxl.tensor import Constant
+
+        return tuple(t for t in self._tensors.values() if isinstance(t, Constant))
+
+    @property
+    def ops(self) -> tuple[Op, ...]:
+        """The ops in creation order (always a valid schedule)."""
+        return tuple(self._ops)
+
+    @property
+    def called_graphs(self) -> tuple[Graph, ...]:
+        """The graphs called directly by ops of this graph, in order of first call."""
+        seen: dict[Graph, None] = {}
+        for op in self._ops:
+            for graph in op.attrs.get("graphs", ()):
+                seen.setdefault(graph, None)
+        return tuple(seen)
+
+    def get_tensor(self, tensor_id: str) -> Tensor:
+        try:
+            return self._tensors[tensor_id]
+        except KeyError:
+            raise KeyError(f"No tensor with id {tensor_id!r} in graph {self._id or 'main'!r}.") from None
+
+    def get_input_tensors(self) -> tuple[Tensor, ...]:
+        return self.inputs
+
+    def get_output_tensors(self) -> tuple[Tensor, ...]:
+        return self.outputs
+
+    # ----------------------------------------------------------------- hooks
+    def register_op_created_hook(self, fn: Callable[[Op], Any]) -> int:
+        """Call ``fn(op)`` for every op created in this graph; returns a handle."""
+        handle = next(self._hook_handles)
+        self._hooks[handle] = fn
+        return handle
+
+    def remove_op_created_hook(self, handle: int) -> None:
+        if handle not in self._hooks:
+            raise ValueError(
+                f"Unknown op created hook {handle}. Use the handle that "
+                "`register_op_created_hook` returned."
+            )
+        del self._hooks[handle]
+
+    # ----------------------------------------------------------------- building
+    def _unique_id(self, name: str | None, use_scopes: bool = True) -> str:
+        scopes = get_current_context().name_scopes if use_scopes else []
+        full = "/".join([*scopes, name or "t"])
+        tensor_id = f"{self._id}/{full}" if self._id else full
+        if tensor_id in self._tensors:
+            tensor_id = f"{tensor_id}__t{self._ir._next_counter()}"
+        return tensor_id
+
+    def _new_tensor(
+        self,
+        cls: type,
+        name: str | None,
+        spec: TensorSpec,
+        producer: Op | None = None,
+        use_scopes: bool = True,
+    ) -> Any:
+        tensor = cls._create(self, self._unique_id(name, use_scopes), spec, producer)
+        self._tensors[tensor.id] = tensor
+        self._ir._edited()
+        return tensor
+
+    def _append_op(self, op: Op) -> None:
+        self._ops.append(op)
+        for tensor in op.inputs:
+            self._consumers_of.setdefault(tensor.id, []).append(op)
+        self._ir._edited()
+        for hook in list(self._hooks.values()):
+            hook(op)
+
+    def _consumers(self, tensor: Tensor) -> list[Op]:
+        return self._consumers_of.get(tensor.id, [])
+
+    # ----------------------------------------------------------------- dunder
+    def __enter__(self) -> Graph:
+        get_current_context().push_graph(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        get_current_context().pop_graph()
+
+    def __call__(self) -> Graph:
+        """``ir.main_graph()`` returns the graph (popart.ir called it as a method)."""
+        return self
+
+    def __contains__(self, tensor: object) -> bool:
+        from ipuxl.tensor import Tensor
+
+        if not isinstance(tensor, Tensor):
+            raise TypeError(f"Graph contains only Tensors; got {type(tensor).__name__}.")
+        return tensor.graph is self
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Graph):
+            raise TypeError(f"Cannot compare a Graph with {type(other).__name__}.")
+        return self._id == other._id and self._ir is other._ir
+
+    def __hash__(self) -> int:
+        return hash((self._id, self._ir))
+
+    def __repr__(self) -> str:
+        return f"Graph[id={self._id} name={self.name}]"
+
+    def __str__(self) -> str:
+        from ipuxl.printing import format_graph
+
+        return format_graph(self)

@@ -1,0 +1,189 @@
+"""The Ir: one program, made of a main graph and the subgraphs it calls.
+
+Example:
+    >>> import ipuxl as popxl
+    >>> ir = popxl.Ir()
+    >>> ir.main_graph.id
+    ''
+    >>> ir.num_host_transfers
+    1
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import weakref
+from typing import TYPE_CHECKING, Any
+
+from ipuxl.graph import Graph
+
+if TYPE_CHECKING:
+    from ipuxl.replica_grouping import ReplicaGrouping
+    from ipuxl.streams import DeviceToHostStream, HostToDeviceStream
+
+__all__ = ["Ir"]
+
+_ir_ids = itertools.count()
+
+
+class Ir:
+    """A program: ``Ir(replication=1)`` starts with an empty main graph.
+
+    Args:
+        replication: the replication factor R, or ``"popdist"`` (single instance in ipuxl).
+    """
+
+    _cache: weakref.WeakValueDictionary[int, Ir] = weakref.WeakValueDictionary()
+
+    def __init__(self, replication: int | str = 1) -> None:
+        self._id = next(_ir_ids)
+        Ir._cache[self._id] = self
+        self._counter = itertools.count()
+        self._subgraph_counter = itertools.count()
+        self._graphs: dict[str, Graph] = {}
+        self._main_graph = Graph._create(self, "")
+        self._graphs[""] = self._main_graph
+        self._num_host_transfers = 1
+        self._replication_factor = 1 if replication == "popdist" else int(replication)
+        self._streams: dict[str, Any] = {}
+        self._version = 0
+        self._prepared = False
+        self._read_only_memmap = False
+        _configure_persistent_cache()
+
+    # ----------------------------------------------------------------- graphs
+    @property
+    def id(self) -> int:
+        return self._id
+
+    @property
+    def main_graph(self) -> Graph:
+        return self._main_graph
+
+    @property
+    def graphs(self) -> tuple[Graph, ...]:
+        return tuple(self._graphs.values())
+
+    def create_graph(self, fn: Any, *args: Any, **kwargs: Any) -> Graph:
+        """Trace ``fn`` (a function or a ``popxl.Module``) into a new subgraph."""
+        from ipuxl.tracing import create_graph
+
+        return create_graph(self, fn, *args, **kwargs)
+
+    def create_empty_graph(self, name: str | None = None) -> Graph:
+        """A new graph with no inputs, outputs or ops: ``<name or 'graph'>_subgraph(<k>)``."""
+        return self._new_subgraph(name or "graph")
+
+    def _new_subgraph(self, base: str) -> Graph:
+        graph = Graph._create(self, f"{base}_subgraph({next(self._subgraph_counter)})")
+        self._graphs[graph.id] = graph
+        self._edited()
+        return graph
+
+    def get_graph(self, graph_id: str) -> Graph:
+        return self._graphs[graph_id]
+
+    # ----------------------------------------------------------------- configuration
+    @property
+    def num_host_transfers(self) -> int:
+        return self._num_host_transfers
+
+    @num_host_transfers.setter
+    def num_host_transfers(self, value: int) -> None:
+        if int(value) < 1:
+            raise ValueError(f"num_host_transfers must be at least 1, got {value}.")
+        self._num_host_transfers = int(value)
+        self._edited()
+
+    @property
+    def replication_factor(self) -> int:
+        return self._replication_factor
+
+    @replication_factor.setter
+    def replication_factor(self, value: int) -> None:
+        if self._prepared:
+            raise RuntimeError(
+                f"The `Ir` {self._id} is already prepared, you probably have created a session "
+                "associated with this ir and cannot change the replication_factor after this. "
+                "Create a new Ir to change it."
+            )
+        if int(value) < 1:
+            raise ValueError(f"replication_factor must be at least 1, got {value}.")
+        self._replication_factor = int(value)
+        self._edited()
+
+    @property
+    def instance_replication_factor(self) -> int:
+        return self._replication_factor
+
+    def replica_grouping(self, stride: int = 1, group_size: int | None = None) -> ReplicaGrouping:
+        from ipuxl.replica_grouping import ReplicaGrouping
+
+        return ReplicaGrouping._from_stride(self, stride, group_size)
+
+    def replica_grouping_from_assignments(self, assignment: list[int]) -> ReplicaGrouping:
+        from ipuxl.replica_grouping import ReplicaGrouping
+
+        return ReplicaGrouping._from_assignments(self, assignment)
+
+    # ----------------------------------------------------------------- streams
+    def get_all_h2d_streams(self) -> set[HostToDeviceStream]:
+        """The host-to-device streams used by at least one ``host_load`` in any graph."""
+        from ipuxl.streams import used_streams
+
+        return set(used_streams(self, "host_load"))
+
+    def get_all_d2h_streams(self) -> set[DeviceToHostStream]:
+        """The device-to-host streams used by at least one ``host_store`` in any graph."""
+        from ipuxl.streams import used_streams
+
+        return set(used_streams(self, "host_store"))
+
+    def dot_checkpoint(self, check: str, save_dir: str | None = None) -> None:
+        """Write the IR text form to ``<save_dir>/<check>.txt`` when ``POPART_DOT_CHECKS``
+        names ``check`` (or is ``ALL``)."""
+        wanted = os.environ.get("POPART_DOT_CHECKS", "")
+        if check not in wanted.split(":") and wanted != "ALL":
+            return
+        directory = save_dir or "."
+        os.makedirs(directory, exist_ok=True)
+        with open(os.path.join(directory, f"{check}.txt"), "w") as file:
+            file.write(str(self))
+
+    # ----------------------------------------------------------------- internals
+    def _next_counter(self) -> int:
+        return next(self._counter)
+
+    def _edited(self) -> None:
+        self._version += 1
+
+    # ----------------------------------------------------------------- dunder
+    def __repr__(self) -> str:
+        return f"Ir[id={self._id}]"
+
+    def __str__(self) -> str:
+        from ipuxl.printing import format_ir
+
+        return format_ir(self)
+
+    def __hash__(self) -> int:
+        return hash(self._id)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Ir):
+            raise TypeError(f"Cannot compare an Ir with {type(other).__name__}.")
+        return self._id == other._id
+
+
+def _configure_persistent_cache() -> None:
+    """Map ``POPXL_CACHE_DIR`` onto JAX's persistent compilation cache."""
+    directory = os.environ.get("POPXL_CACHE_DIR")
+    if not directory:
+        return
+    import jax
+
+    if jax.config.jax_compilation_cache_dir != directory:
+        jax.config.update("jax_compilation_cache_dir", directory)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+        jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)

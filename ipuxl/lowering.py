@@ -1,0 +1,252 @@
+"""Lowering: the whole Ir becomes one JAX function ``step(state, constants, inputs)``.
+
+* ``state`` holds one array per variable, in :attr:`Program.variables` order. In-place ops
+  are functionalised: an op that overwrites a tensor rebinds that tensor's value, and a
+  write through a view (``reshape_``, ``slice_``...) is carried back to the viewed tensor.
+  The step returns the new state; the Session donates the old one, so XLA updates the
+  buffers in place.
+* ``constants`` holds the large constants (small ones are inlined into the program).
+* ``inputs`` holds one array ``[num_host_transfers, *shape]`` per used h2d stream; each
+  execution of a ``host_load`` reads the stream's next slot, wrapping around.
+* The step returns one array ``[num_host_transfers, *shape]`` per used d2h stream, and,
+  for a stream whose store slots are only known at run time, a bool mask of the slots
+  written.
+
+Graphs lower through :class:`GraphLowering`, which keeps the value of every tensor that
+owns its memory ("root" tensors) and computes aliases (views and in-place outputs) from
+their roots when they are read, so a read always sees the latest write, as on the IPU.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from ipuxl.fp8_utils import float8_to_device_bits
+from ipuxl.ir import Ir
+from ipuxl.op import Op
+from ipuxl.streams import used_streams
+from ipuxl.tensor import Constant, Tensor, Variable
+
+__all__ = ["Program", "GraphLowering", "StreamState", "lower_ir", "fingerprint", "trace_count"]
+
+# Constants with more elements than this are passed to the executable as arguments rather
+# than embedded in it, which keeps programs (and compile times) small.
+INLINE_CONSTANT_LIMIT = 64
+
+_trace_count = 0
+
+
+def trace_count() -> int:
+    """How many times any Ir has been traced to JAX (tests pin caching with it)."""
+    return _trace_count
+
+
+def host_to_device_array(data: np.ndarray) -> np.ndarray:
+    """A host array in the representation device arrays use (float8 as ml_dtypes)."""
+    if data.dtype.names is not None:
+        return float8_to_device_bits(data)
+    return data
+
+
+class StreamState:
+    """The host streams during one trace: input arrays, output buffers and cursors.
+
+    A cursor is a Python int while every load and store so far ran a known number of
+    times (the main graph), and a traced int32 once a loop makes it dynamic.
+    """
+
+    def __init__(self, inputs: dict[Any, jax.Array], outputs: Sequence[Any], slots: int):
+        self.inputs = inputs
+        self.load_cursor: dict[Any, Any] = {s: 0 for s in inputs}
+        self.slots = slots
+        self.buffers: dict[Any, jax.Array] = {
+            s: jnp.zeros((slots, *s.shape), s.dtype.jax_dtype) for s in outputs
+        }
+        self.store_cursor: dict[Any, Any] = {s: 0 for s in outputs}
+        # Slots written: a set while cursors are static, a bool array once dynamic.
+        self.written: dict[Any, Any] = {s: set() for s in outputs}
+
+    def load(self, stream: Any) -> jax.Array:
+        data = self.inputs[stream]
+        cursor = self.load_cursor[stream]
+        self.load_cursor[stream] = cursor + 1
+        if isinstance(cursor, int):
+            return data[cursor % data.shape[0]]
+        return lax.dynamic_index_in_dim(data, cursor % data.shape[0], keepdims=False)
+
+    def store(self, stream: Any, value: jax.Array) -> None:
+        cursor = self.store_cursor[stream]
+        self.store_cursor[stream] = cursor + 1
+        buffer = self.buffers[stream]
+        if isinstance(cursor, int):
+            slot = cursor % self.slots
+            self.buffers[stream] = buffer.at[slot].set(value)
+            if isinstance(self.written[stream], set):
+                self.written[stream].add(slot)
+            else:
+                self.written[stream] = self.written[stream].at[slot].set(True)
+            return
+        slot = cursor % self.slots
+        self.buffers[stream] = lax.dynamic_update_index_in_dim(buffer, value, slot, 0)
+        mask = self.written[stream]
+        if isinstance(mask, set):
+            mask = jnp.zeros((self.slots,), bool).at[sorted(mask)].set(True)
+        self.written[stream] = lax.dynamic_update_index_in_dim(mask, True, slot, 0)
+
+
+class GraphLowering:
+    """Lowers one graph's ops, in creation order, over an environment of root values."""
+
+    def __init__(self, streams: StreamState, values: dict[Tensor, Any],
+                 constants: dict[Tensor, Any]):
+        self.streams = streams
+        self.values = values
+        self.constants = constants
+
+    def set(self, tensor: Tensor, value: Any) -> None:
+        """Bind the value of a root tensor (an op output that owns its memory)."""
+        self.values[tensor] = value
+
+    def read(self, tensor: Tensor) -> Any:
+        """The current value of ``tensor``; aliases are computed from their roots."""
+        if tensor in self.values:
+            return self.values[tensor]
+        if tensor in self.constants:
+            return self.constants[tensor]
+        op = tensor._producer
+        if op is not None and op.opdef.is_view:
+            return op.opdef.lower(*(self.read(t) for t in op.inputs), **op.attrs)
+        if op is not None and op.opdef.is_modifying and op.opdef.returns_alias:
+            return self.read(op.inputs[op.opdef.modifies])
+        raise RuntimeError(f"ipuxl internal error: `{tensor.id}` has no value when read.")
+
+    def write(self, tensor: Tensor, value: Any) -> None:
+        """Overwrite ``tensor``; a write to an alias is carried back to its roots."""
+        op = tensor._producer
+        if op is not None and op.opdef.is_view and tensor not in self.values:
+            bases = [self.read(t) for t in op.inputs]
+            for base, new in zip(op.inputs, op.opdef.write_back(bases, value, **op.attrs)):
+                if new is not None:
+                    self.write(base, new)
+        elif (op is not None and op.opdef.is_modifying and op.opdef.returns_alias
+              and tensor is op.outputs[0] and tensor not in self.values):
+            self.write(op.inputs[op.opdef.modifies], value)
+        else:
+            self.values[tensor] = value
+
+    def lower_ops(self, ops: Sequence[Op]) -> None:
+        for op in ops:
+            self.lower_op(op)
+
+    def lower_op(self, op: Op) -> None:
+        opdef = op.opdef
+        if opdef.special:
+            opdef.lower(self, op)
+            return
+        if opdef.is_view:
+            return  # computed from its inputs whenever it is read
+        result = opdef.lower(*(self.read(t) for t in op.inputs), **op.attrs)
+        results = result if isinstance(result, tuple) else (result,)
+        outputs: Sequence[Tensor] = op.outputs
+        if opdef.is_modifying:
+            self.write(op.inputs[opdef.modifies], results[0])
+            results = results[1:]
+            outputs = op.outputs[1:] if opdef.returns_alias else op.outputs
+        for tensor, value in zip(outputs, results):
+            self.values[tensor] = value
+
+
+@dataclass
+class Program:
+    """A lowered Ir: what the step function takes and returns, in order."""
+
+    variables: tuple[Variable, ...]
+    arg_constants: tuple[Constant, ...]
+    inline_constants: tuple[Constant, ...]
+    h2d_streams: tuple[Any, ...]
+    d2h_streams: tuple[Any, ...]
+    slots: int
+    step: Callable[..., Any]
+    uses_64bit: bool
+    # Filled in while tracing: per d2h stream (in order), the slots written when known
+    # statically (a frozenset), or None when the step returns a run-time mask for it.
+    static_written: tuple[frozenset[int] | None, ...] = ()
+
+    def abstract_arguments(self) -> tuple[Any, ...]:
+        def spec(shape: Sequence[int], dtype: Any) -> jax.ShapeDtypeStruct:
+            return jax.ShapeDtypeStruct(tuple(shape), dtype.jax_dtype)
+
+        return (
+            tuple(spec(v.shape, v.dtype) for v in self.variables),
+            tuple(spec(c.shape, c.dtype) for c in self.arg_constants),
+            tuple(spec((self.slots, *s.shape), s.dtype) for s in self.h2d_streams),
+        )
+
+
+def _is_64bit(tensor: Tensor) -> bool:
+    return tensor.dtype.itemsize == 8 and not tensor.dtype.is_complex or (
+        tensor.dtype.name == "complex128")
+
+
+def lower_ir(ir: Ir) -> Program:
+    """Plan the step function of ``ir`` (tracing happens when it is compiled)."""
+    main = ir.main_graph
+    variables = main.variables
+    constants = tuple(c for graph in ir.graphs for c in graph.constants)
+    inline = tuple(c for c in constants if c.nelms <= INLINE_CONSTANT_LIMIT)
+    passed = tuple(c for c in constants if c.nelms > INLINE_CONSTANT_LIMIT)
+    h2d = tuple(used_streams(ir, "host_load"))
+    d2h = tuple(used_streams(ir, "host_store"))
+    uses_64bit = any(_is_64bit(t) for graph in ir.graphs for t in graph.tensors)
+    inline_values = {c: host_to_device_array(c._data) for c in inline}
+    ops = main.ops
+    program: Program
+
+    def step(state: tuple, constant_args: tuple, inputs: tuple) -> tuple:
+        global _trace_count
+        _trace_count += 1
+        streams = StreamState(dict(zip(h2d, inputs)), d2h, ir.num_host_transfers)
+        constant_values = {c: jnp.asarray(v) for c, v in inline_values.items()}
+        constant_values.update(zip(passed, constant_args))
+        lowering = GraphLowering(streams, dict(zip(variables, state)), constant_values)
+        lowering.lower_ops(ops)
+        new_state = tuple(lowering.read(v) for v in variables)
+        outputs = tuple(streams.buffers[s] for s in d2h)
+        masks, static_written = [], []
+        for stream in d2h:
+            written = streams.written[stream]
+            if isinstance(written, set):
+                static_written.append(frozenset(written))
+            else:
+                static_written.append(None)
+                masks.append(written)
+        program.static_written = tuple(static_written)
+        return new_state, outputs, tuple(masks)
+
+    program = Program(variables, passed, inline, h2d, d2h, ir.num_host_transfers, step,
+                      uses_64bit)
+    return program
+
+
+def fingerprint(ir: Ir, device: str) -> str:
+    """A digest of everything the compiled program depends on: the IR text form with full
+    attributes, inline constant data, ``num_host_transfers``, replication and device."""
+    from ipuxl.printing import format_ir
+
+    digest = hashlib.sha256()
+    digest.update(format_ir(ir, locations=False, data=False).encode())
+    digest.update(f"|{ir.num_host_transfers}|{ir.replication_factor}|{device}|".encode())
+    for graph in ir.graphs:
+        for const in graph.constants:
+            if const.nelms <= INLINE_CONSTANT_LIMIT:
+                digest.update(const.id.encode())
+                digest.update(np.ascontiguousarray(const._data).tobytes())
+    return digest.hexdigest()

@@ -1,0 +1,196 @@
+"""Ops: the nodes of the IR, their declarations, and the one path by which they enter a graph.
+
+An :class:`OpDef` declares an op once: its name, its type rule (``infer``), its JAX
+lowering (``lower``) and how it aliases its inputs (``modifies`` for in-place ops such as
+``add_``, ``write_back`` for view ops such as ``reshape_``). :meth:`OpDef.apply` is the
+only way an op enters a graph: it checks that every input is a Tensor of the current
+graph and on a compatible placement, infers the output types, records the user's source
+line and the ``in_sequence`` constraints, appends the op and fires the graph's hooks.
+
+Example (how ``ops.exp`` is declared)::
+
+    EXP = OpDef("exp", infer=same_as_input, lower=jnp.exp)
+
+    def exp(t: Tensor) -> Tensor:
+        return EXP.apply({"t": t})[0]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ipuxl.context import get_current_context, user_location
+from ipuxl.tensor import Tensor, TensorSpec
+
+if TYPE_CHECKING:
+    from ipuxl.graph import Graph
+
+__all__ = ["OpDef", "Op", "check_in_graph", "check_is_tensor"]
+
+InferRule = Callable[..., Sequence[TensorSpec]]
+
+
+@dataclass(eq=False)
+class OpDef:
+    """The declaration of one op.
+
+    Attributes:
+        name: the op's name in the IR text form (``add``, ``reshape_``...).
+        infer: ``infer(*inputs, **attrs) -> [TensorSpec, ...]``, the output types. It
+            raises the op's argument errors.
+        lower: for ordinary ops ``lower(*arrays, **attrs) -> array | tuple of arrays``; for
+            ``special`` ops ``lower(lowering, op)``, which reads and writes the lowering
+            state itself (streams, subgraph calls, printing).
+        modifies: in-place ops: the index of the input they overwrite with ``lower``'s
+            first result. Their first output is an alias of that input, unless
+            ``returns_alias`` is False (then every output is a new tensor, made from the
+            rest of ``lower``'s results).
+        write_back: view ops: ``write_back(input_arrays, new_output, **attrs)`` returns the
+            new values of the inputs (``None`` for an input that is not aliased) when the
+            view is written through.
+        effectful: the op has an effect beyond its outputs (never pruned).
+        check_placement: whether the inputs must share an IPU and tile set.
+        output_names: ``output_names(inputs, attrs) -> [name, ...]`` default output names;
+            by default ``<name>_out``.
+    """
+
+    name: str
+    infer: InferRule
+    lower: Callable[..., Any]
+    modifies: int | None = None
+    returns_alias: bool = True
+    write_back: Callable[..., Sequence[Any]] | None = None
+    effectful: bool = False
+    special: bool = False
+    check_placement: bool = True
+    output_names: Callable[[Sequence[Tensor], Mapping[str, Any]], list[str]] | None = None
+
+    @property
+    def is_view(self) -> bool:
+        return self.write_back is not None
+
+    @property
+    def is_modifying(self) -> bool:
+        return self.modifies is not None
+
+    def apply(
+        self,
+        inputs: Mapping[str, Tensor],
+        *,
+        names: Sequence[str | None] | None = None,
+        **attrs: Any,
+    ) -> tuple[Tensor, ...]:
+        """Create this op in the current graph and return its outputs.
+
+        Args:
+            inputs: the tensor inputs, keyed by the argument names errors should use.
+            names: output names; ``None`` entries take the default name.
+            **attrs: the op's static attributes (shapes, axes, dtypes, graphs...).
+
+        Raises:
+            TypeError: an input is not a Tensor.
+            ValueError: an input is in another graph, or on another IPU or tile set.
+        """
+        context = get_current_context()
+        graph = context.graph
+        for arg, tensor in inputs.items():
+            check_in_graph(graph, arg, tensor)
+        tensors = tuple(inputs.values())
+        if self.check_placement:
+            _check_placement(inputs)
+        specs = self.infer(*tensors, **attrs)
+        defaults = self._default_names(tensors, attrs, len(specs))
+        chosen = [
+            (names[i] if names is not None and i < len(names) and names[i] else defaults[i])
+            for i in range(len(specs))
+        ]
+        op = Op(
+            opdef=self,
+            graph=graph,
+            inputs=tensors,
+            input_names=tuple(inputs),
+            attrs=dict(attrs),
+            location=user_location(),
+            ipu=context.ipu_id,
+            tile_set="io" if context.io_tiles else "compute",
+            after=context.sequence_predecessors(graph),
+            execution_context=context.execution_context,
+        )
+        op.outputs = tuple(
+            graph._new_tensor(Tensor, name, spec, producer=op) for name, spec in zip(chosen, specs)
+        )
+        graph._append_op(op)
+        context.record_sequenced_op(op)
+        return op.outputs
+
+    def _default_names(
+        self, inputs: Sequence[Tensor], attrs: Mapping[str, Any], count: int
+    ) -> list[str]:
+        if self.output_names is not None:
+            return list(self.output_names(inputs, attrs))
+        if self.modifies is not None:
+            return [f"{self.name.rstrip('_')}_inplace_out"] * count
+        return [f"{self.name}_out"] * count
+
+
+@dataclass(eq=False)
+class Op:
+    """One op in one graph: plain data, printed by :mod:`ipuxl.printing`."""
+
+    opdef: OpDef
+    graph: Graph
+    inputs: tuple[Tensor, ...]
+    input_names: tuple[str, ...]
+    attrs: dict[str, Any]
+    location: tuple[str, int]
+    ipu: int
+    tile_set: str
+    after: tuple[Op, ...] = ()
+    execution_context: str = "normal"
+    outputs: tuple[Tensor, ...] = field(default=())
+
+    @property
+    def name(self) -> str:
+        return self.opdef.name
+
+    def __repr__(self) -> str:
+        return f"Op[{self.name} in {self.graph.id or 'main'} at {self.location[0]}:{self.location[1]}]"
+
+
+def check_is_tensor(arg: str, value: Any) -> None:
+    """Raise ``TypeError`` unless ``value`` is a Tensor (``arg`` names the argument)."""
+    if not isinstance(value, Tensor):
+        raise TypeError(
+            f"The input `{arg}` is not a Tensor. Got {type(value).__name__}: {value!r}. "
+            "Op functions take Tensors; turn host values into tensors with "
+            "`popxl.constant(value)` (Tensor operators such as `x + 1` do this for you)."
+        )
+
+
+def check_in_graph(graph: Graph, arg: str, value: Any) -> None:
+    """Raise unless ``value`` is a Tensor of ``graph``."""
+    check_is_tensor(arg, value)
+    if value.graph is not graph:
+        raise ValueError(
+            f"The input tensor `{arg}` is not in the current Graph {graph.name or 'main'}. "
+            f"`{value.id}` belongs to graph {value.graph.name or 'main'!r}. A graph cannot use "
+            "another graph's tensors: pass the value in as a graph input (see "
+            "`Ir.create_graph`) or create the op inside the right `with graph:` block."
+        )
+
+
+def _check_placement(inputs: Mapping[str, Tensor]) -> None:
+    placed = [t for t in inputs.values() if t._producer is not None]
+    for a, b in zip(placed, placed[1:]):
+        if a._ipu != b._ipu:
+            raise ValueError(
+                f"The input tensors `{a.id}` and `{b.id}` are located on different IPUs: "
+                f"{a._ipu} != {b._ipu}. Copy one with `ops.ipu_copy` first."
+            )
+        if a._tile_set != b._tile_set:
+            raise ValueError(
+                f"The input tensors `{a.id}` and `{b.id}` are located on different tile sets: "
+                f"{a._tile_set} != {b._tile_set}. Copy one with `ops.io_tile_copy` first."
+            )

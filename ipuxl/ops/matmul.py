@@ -1,0 +1,109 @@
+"""Matrix multiplication with numpy's ``matmul`` rules (1-D operands and batch broadcast).
+
+Example:
+    >>> import numpy as np, ipuxl as popxl, ipuxl.ops as ops
+    >>> ir = popxl.Ir()
+    >>> with ir.main_graph:
+    ...     a = popxl.variable(np.ones((4, 2, 3), np.float32))
+    ...     b = popxl.variable(np.ones((3, 5), np.float32))
+    ...     c = ops.matmul(a, b)
+    >>> c.shape
+    (4, 2, 5)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from ipuxl import dtypes
+from ipuxl.op import OpDef
+from ipuxl.popart import popart_exception
+from ipuxl.tensor import Tensor, TensorSpec
+
+__all__ = ["matmul"]
+
+
+def _matmul_shape(lhs: Tensor, rhs: Tensor) -> tuple[int, ...]:
+    if lhs.rank == 0 or rhs.rank == 0:
+        raise popart_exception(
+            f"matmul needs operands of rank >= 1; `{lhs.id}` is {lhs.shape} and `{rhs.id}` is "
+            f"{rhs.shape}. Use ops.mul for scalars."
+        )
+    left = lhs.shape if lhs.rank > 1 else (1, *lhs.shape)
+    right = rhs.shape if rhs.rank > 1 else (*rhs.shape, 1)
+    if left[-1] != right[-2]:
+        raise popart_exception(
+            f"matmul: the contracted sizes differ: `{lhs.id}` {lhs.shape} @ `{rhs.id}` "
+            f"{rhs.shape} ({left[-1]} != {right[-2]})."
+        )
+    try:
+        batch = tuple(np.broadcast_shapes(left[:-2], right[:-2]))
+    except ValueError:
+        raise popart_exception(
+            f"matmul: the batch dimensions of `{lhs.id}` {lhs.shape} and `{rhs.id}` "
+            f"{rhs.shape} do not broadcast."
+        ) from None
+    shape = (*batch, left[-2], right[-1])
+    if lhs.rank == 1:
+        shape = shape[:-2] + shape[-1:]
+    if rhs.rank == 1:
+        shape = shape[:-1]
+    return shape
+
+
+def _matmul_rule(lhs: Tensor, rhs: Tensor, *, output_type: dtypes.dtype | None,
+                 partials_type: Any) -> list[TensorSpec]:
+    if lhs.dtype != rhs.dtype:
+        raise popart_exception(
+            f"matmul: incompatible types {lhs.dtype.name} and {rhs.dtype.name} (`{lhs.id}`, "
+            f"`{rhs.id}`). Cast one operand with `ops.cast`."
+        )
+    return [TensorSpec(_matmul_shape(lhs, rhs), output_type or lhs.dtype)]
+
+
+def _matmul(x: Any, y: Any, *, output_type: dtypes.dtype | None, partials_type: Any) -> Any:
+    out = (output_type or dtypes.dtype.as_dtype(x.dtype)).jax_dtype
+    if x.ndim >= 2 and y.ndim == 2:
+        # A plain dot_general keeps XLA's fastest path for the common dense layer.
+        return lax.dot_general(x, y, (((x.ndim - 1,), (0,)), ((), ())),
+                               preferred_element_type=out)
+    return jnp.matmul(x, y, preferred_element_type=out)
+
+
+_MATMUL = OpDef("matmul", infer=_matmul_rule, lower=_matmul)
+
+
+def matmul(
+    lhs: Tensor,
+    rhs: Tensor,
+    available_memory_proportion: float | None = None,
+    output_type: dtypes.dtype | None = None,
+    partials_type: dtypes.dtype | None = None,
+) -> Tensor:
+    """``lhs @ rhs`` with numpy's rules.
+
+    Args:
+        available_memory_proportion: an IPU planning hint in (0, 1]; validated, ignored.
+        output_type: the result dtype (default: the operands').
+        partials_type: an IPU accumulation hint, float16 or float32; validated, ignored.
+
+    Raises:
+        popart_exception: dtypes differ or shapes do not match.
+        ValueError: a bad ``partials_type`` or ``available_memory_proportion``.
+    """
+    if partials_type is not None and partials_type not in (dtypes.float16, dtypes.float32):
+        raise ValueError(
+            f"partials_type must be popxl.float16 or popxl.float32, got {partials_type!r}."
+        )
+    if available_memory_proportion is not None and not 0 < available_memory_proportion <= 1:
+        raise ValueError(
+            "available_memory_proportion must be in (0, 1], got "
+            f"{available_memory_proportion}."
+        )
+    return _MATMUL.apply({"lhs": lhs, "rhs": rhs}, output_type=output_type,
+                         partials_type=partials_type)[0]
+

@@ -1,0 +1,411 @@
+"""Replica groupings: which replicas share one value of a variable (spec §13.2, §13.3).
+
+A grouping partitions the R replicas of an :class:`~ipuxl.ir.Ir` into ``num_groups`` groups of
+``group_size`` replicas each. Its ``assignment`` lists, for each replica, the index of its
+group. A *constant* grouping is described by a ``stride``: each new group starts at the first
+unassigned replica and takes every ``stride``-th replica, ``group_size`` times, which is
+
+    group(r) = r % stride + stride * (r // (stride * group_size))
+
+Any other partition into equal groups, made with ``ir.replica_grouping_from_assignments``, is
+*non-constant*: it has no stride, and the session stores it through ``const_rg``, the coarsest
+constant grouping whose groups each lie inside one of its groups (see :attr:`const_rg`).
+
+Example:
+    >>> import ipuxl as popxl
+    >>> ir = popxl.Ir(replication=8)
+    >>> ir.replica_grouping(stride=2, group_size=2).assignment
+    [0, 1, 0, 1, 2, 3, 2, 3]
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ipuxl.ir import Ir
+
+__all__ = ["ReplicaGrouping"]
+
+_CONSTRUCTOR_ERROR = (
+    "popxl.ReplicaGrouping cannot be constructed directly (use `ir.replica_grouping`)."
+)
+
+
+class ReplicaGrouping:
+    """A partition of an IR's replicas into equal-size groups.
+
+    Create one with ``ir.replica_grouping(stride, group_size)`` or
+    ``ir.replica_grouping_from_assignments(assignment)``; the constructor raises.
+
+    Example:
+        >>> ir = popxl.Ir(replication=4)
+        >>> rg = ir.replica_grouping(group_size=2)
+        >>> rg
+        ReplicaGrouping(num_replicas=4, stride=1, group_size=2, num_groups=2)
+        >>> rg.transpose().assignment
+        [0, 1, 0, 1]
+    """
+
+    __slots__ = ("_ir", "_num_replicas", "_assignment", "_stride", "_group_size", "_const")
+
+    _ir: Ir
+    _num_replicas: int
+    _assignment: tuple[int, ...]
+    _stride: int | None  # None for a non-constant grouping.
+    _group_size: int
+    # (const_rg, to_device_map, to_host_map) of a non-constant grouping, computed on first use.
+    _const: tuple[ReplicaGrouping, list[int], list[int]] | None
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise RuntimeError(_CONSTRUCTOR_ERROR)
+
+    # ------------------------------------------------------------------ creation
+    @classmethod
+    def _create(
+        cls, ir: Ir, num_replicas: int, assignment: Sequence[int], stride: int | None
+    ) -> ReplicaGrouping:
+        """Build a grouping from an already validated assignment (no checks)."""
+        self = object.__new__(cls)
+        self._ir = ir
+        self._num_replicas = num_replicas
+        self._assignment = tuple(assignment)
+        self._stride = stride
+        self._group_size = self._assignment.count(0)
+        self._const = None
+        return self
+
+    @classmethod
+    def _from_stride(
+        cls, ir: Ir, stride: int = 1, group_size: int | None = None
+    ) -> ReplicaGrouping:
+        """The constant grouping behind ``ir.replica_grouping(stride, group_size)``.
+
+        Args:
+            ir: the IR; only its ``replication_factor`` (R) is read.
+            stride: the distance between consecutive replicas of a group.
+            group_size: replicas per group; defaults to ``R // stride``.
+
+        Returns:
+            The grouping with ``group(r) = r % stride + stride * (r // (stride * group_size))``.
+
+        Raises:
+            TypeError: if ``stride`` or ``group_size`` is not an integer.
+            ValueError: if ``stride`` is not in ``1..R`` or does not divide R, if
+                ``group_size`` is not in ``1..R``, or if ``stride * group_size`` does not
+                divide R.
+
+        Example:
+            >>> ir = popxl.Ir(replication=8)
+            >>> ir.replica_grouping(stride=4, group_size=2).assignment
+            [0, 1, 2, 3, 0, 1, 2, 3]
+        """
+        num_replicas = int(ir.replication_factor)
+        stride = _as_int("stride", stride)
+        if not 0 < stride <= num_replicas:
+            raise ValueError(
+                "Stride must be greater than zero and less than or equal to number of replicas "
+                f"({num_replicas}). Got stride={stride}."
+            )
+        if num_replicas % stride != 0:
+            raise ValueError(
+                f"Stride must be a factor of the number of replicas ({num_replicas}). "
+                f"Got stride={stride}; valid strides are {_divisors(num_replicas)}."
+            )
+        group_size = num_replicas // stride if group_size is None else group_size
+        group_size = _as_int("group_size", group_size)
+        if not 0 < group_size <= num_replicas:
+            raise ValueError(
+                "Group size must be greater than zero and less than or equal to number of "
+                f"replicas ({num_replicas}). Got group_size={group_size}."
+            )
+        if group_size == 1:
+            # A one-replica group has no second member, so the stride is meaningless.
+            stride = 1
+        if num_replicas % (stride * group_size) != 0:
+            # PopXL only finds this in its C++ layer, later; checking here names the arguments.
+            raise ValueError(
+                "stride * group_size must be a factor of the number of replicas "
+                f"({num_replicas}), because the groups tile blocks of stride * group_size "
+                f"consecutive replicas. Got stride={stride}, group_size={group_size} "
+                f"(product {stride * group_size}). With stride={stride} the valid group sizes "
+                f"are {_divisors(num_replicas // stride)}."
+            )
+        assignment = _strided_assignment(num_replicas, stride, group_size)
+        return cls._create(ir, num_replicas, assignment, stride)
+
+    @classmethod
+    def _from_assignments(cls, ir: Ir, assignment: Sequence[int]) -> ReplicaGrouping:
+        """The grouping behind ``ir.replica_grouping_from_assignments(assignment)``.
+
+        Args:
+            ir: the IR; only its ``replication_factor`` (R) is read.
+            assignment: for each replica ``r`` in ``0..R-1``, the index of its group.
+
+        Returns:
+            The equivalent constant grouping if every group is evenly spaced with the same
+            stride (and so matches the strided rule), otherwise a non-constant grouping.
+
+        Raises:
+            TypeError: if an entry is not an integer.
+            ValueError: if ``len(assignment) != R``; if the groups are not numbered
+                ``0..k-1``; if group numbers do not first appear in increasing order; or if
+                the groups differ in size.
+
+        Example:
+            >>> ir = popxl.Ir(replication=4)
+            >>> ir.replica_grouping_from_assignments([0, 1, 0, 1])
+            ReplicaGrouping(num_replicas=4, stride=2, group_size=2, num_groups=2)
+            >>> ir.replica_grouping_from_assignments([0, 1, 1, 0])
+            ReplicaGrouping(assignment=[0, 1, 1, 0])
+        """
+        return cls._checked_assignment(ir, int(ir.replication_factor), assignment)
+
+    @classmethod
+    def _checked_assignment(
+        cls, ir: Ir, num_replicas: int, assignment: Sequence[int]
+    ) -> ReplicaGrouping:
+        """``_from_assignments`` for a given R (derived groupings keep their source's R)."""
+        assignment = [_as_int(f"assignment[{r}]", group) for r, group in enumerate(assignment)]
+        if len(assignment) != num_replicas:
+            raise ValueError(
+                "The assignment must give a group for every replica: its length must equal the "
+                f"number of replicas ({num_replicas}). Got {len(assignment)} entries: "
+                f"{assignment}."
+            )
+        num_groups = max(assignment) + 1
+        if min(assignment) < 0 or set(assignment) != set(range(num_groups)):
+            raise ValueError(
+                f"The groups must be numbered 0..k-1 with every number used. Got {assignment}, "
+                f"which uses {sorted(set(assignment))}."
+            )
+        first_seen = list(dict.fromkeys(assignment))
+        if first_seen != sorted(first_seen):
+            raise ValueError(
+                "Group numbers must increase in order of first appearance (the first replica "
+                f"is in group 0, the next new group is 1, and so on). Got {assignment}, where "
+                f"the groups first appear in the order {first_seen}. Renumber them: "
+                f"{_renumbered(assignment)}."
+            )
+        sizes = [assignment.count(group) for group in range(num_groups)]
+        if len(set(sizes)) != 1:
+            raise ValueError(
+                f"All groups must have the same size. Got {assignment}, whose group sizes are "
+                f"{dict(enumerate(sizes))}."
+            )
+        group_size = sizes[0]
+        stride = _common_stride(assignment, num_groups)
+        # Equal gaps should force the strided layout; comparing makes sure (and checks R).
+        if stride is not None:
+            if _strided_assignment(num_replicas, stride, group_size) != assignment:
+                stride = None
+        return cls._create(ir, num_replicas, assignment, stride)
+
+    # ------------------------------------------------------------------ members
+    @property
+    def stride(self) -> int:
+        """The distance between consecutive replicas of a group (1 when ``group_size == 1``).
+
+        Raises:
+            NotImplementedError: for a non-constant grouping, which has no single stride.
+        """
+        if self._stride is None:
+            raise NotImplementedError(
+                f"{self!r} is not a constant grouping, so it has no stride. Use `assignment`, "
+                "or `const_rg` for the constant grouping it is stored with."
+            )
+        return self._stride
+
+    @property
+    def group_size(self) -> int:
+        """The number of replicas in each group."""
+        return self._group_size
+
+    @property
+    def num_groups(self) -> int:
+        """The number of groups, ``R // group_size``."""
+        return self._num_replicas // self._group_size
+
+    @property
+    def assignment(self) -> list[int]:
+        """A new list giving, for each replica in order, the index of its group.
+
+        Example:
+            >>> popxl.Ir(replication=8).replica_grouping(stride=2, group_size=4).assignment
+            [0, 1, 0, 1, 0, 1, 0, 1]
+        """
+        return list(self._assignment)
+
+    @property
+    def is_const(self) -> bool:
+        """Whether the grouping follows the strided rule (always true unless made from an
+        assignment that does not)."""
+        return self._stride is not None
+
+    @property
+    def const_rg(self) -> ReplicaGrouping:
+        """The constant grouping that stores a variable with this grouping.
+
+        For a constant grouping this is ``self``. For a non-constant one it is the constant
+        grouping with the fewest groups (the coarsest) such that each of its groups lies inside
+        one group of ``self``; ties go to the smaller stride. The one-replica-per-group grouping
+        always qualifies, so it exists.
+
+        Example:
+            >>> rg = popxl.Ir(replication=8).replica_grouping_from_assignments(
+            ...     [0, 0, 1, 1, 1, 1, 0, 0])
+            >>> rg.const_rg
+            ReplicaGrouping(num_replicas=8, stride=1, group_size=2, num_groups=4)
+        """
+        return self._const_maps()[0]
+
+    @property
+    def to_device_map(self) -> list[int]:
+        """For each group ``c`` of ``const_rg``, the group of ``self`` that contains it.
+
+        Host data ``data`` of shape ``(self.num_groups, *shape)`` in the user's numbering
+        becomes ``data[to_device_map]``, of shape ``(const_rg.num_groups, *shape)`` in
+        ``const_rg``'s numbering, when written; replica ``r`` then receives
+        ``data[to_device_map][const_rg.assignment[r]] == data[self.assignment[r]]``.
+        The identity for a constant grouping.
+
+        Example:
+            >>> rg = popxl.Ir(replication=8).replica_grouping_from_assignments(
+            ...     [0, 0, 1, 1, 1, 1, 0, 0])
+            >>> rg.to_device_map
+            [0, 1, 1, 0]
+        """
+        return list(self._const_maps()[1])
+
+    @property
+    def to_host_map(self) -> list[int]:
+        """For each group ``u`` of ``self``, the group of ``const_rg`` holding its first replica.
+
+        Stored data ``stored`` of shape ``(const_rg.num_groups, *shape)`` in ``const_rg``'s
+        numbering becomes ``stored[to_host_map]``, of shape ``(self.num_groups, *shape)`` in the
+        user's numbering, when read; so ``data[to_device_map][to_host_map] == data``. Taking the
+        first replica's group matches ``one_per_group`` retrieval (spec §13.3). The identity
+        for a constant grouping.
+
+        Example:
+            >>> rg = popxl.Ir(replication=8).replica_grouping_from_assignments(
+            ...     [0, 0, 1, 1, 1, 1, 0, 0])
+            >>> rg.to_host_map
+            [0, 1]
+        """
+        return list(self._const_maps()[2])
+
+    def transpose(self) -> ReplicaGrouping:
+        """The grouping whose group ``i`` holds the ``i``-th replica of every group of ``self``.
+
+        It has ``num_groups`` replicas per group and ``group_size`` groups.
+
+        Returns:
+            A constant grouping when the result follows the strided rule, else a non-constant one.
+
+        Example:
+            >>> ir = popxl.Ir(replication=4)
+            >>> ir.replica_grouping(group_size=4).transpose().assignment
+            [0, 1, 2, 3]
+        """
+        seen_per_group = [0] * self.num_groups
+        transposed = []
+        for group in self._assignment:
+            # Replicas come in increasing order, so this is the replica's rank in its group.
+            transposed.append(seen_per_group[group])
+            seen_per_group[group] += 1
+        # Numbered by rank, the new groups first appear in increasing order, as required.
+        return ReplicaGrouping._checked_assignment(self._ir, self._num_replicas, transposed)
+
+    def __repr__(self) -> str:
+        if self._stride is None:
+            return f"ReplicaGrouping(assignment={list(self._assignment)})"
+        return (
+            f"ReplicaGrouping(num_replicas={self._num_replicas}, stride={self._stride}, "
+            f"group_size={self._group_size}, num_groups={self.num_groups})"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        """Same IR (by identity) and same assignment.
+
+        Raises:
+            TypeError: if ``other`` is not a :class:`ReplicaGrouping`.
+        """
+        if not isinstance(other, ReplicaGrouping):
+            raise TypeError(
+                "Value must be of type popxl.ReplicaGrouping. "
+                f"Type: {type(other).__name__}. Value: {other!r}."
+            )
+        return self._ir is other._ir and self._assignment == other._assignment
+
+    def __hash__(self) -> int:
+        return hash((id(self._ir), self._assignment))
+
+    # ------------------------------------------------------------------ helpers
+    def _const_maps(self) -> tuple[ReplicaGrouping, list[int], list[int]]:
+        if self._stride is not None:
+            identity = list(range(self.num_groups))
+            return self, identity, identity
+        if self._const is None:
+            const_rg = self._coarsest_constant_refinement()
+            const_assignment = const_rg._assignment
+            to_device_map = [0] * const_rg.num_groups
+            for replica, const_group in enumerate(const_assignment):
+                to_device_map[const_group] = self._assignment[replica]
+            to_host_map = [
+                const_assignment[self._assignment.index(u)] for u in range(self.num_groups)
+            ]
+            self._const = (const_rg, to_device_map, to_host_map)
+        return self._const
+
+    def _coarsest_constant_refinement(self) -> ReplicaGrouping:
+        num_replicas = self._num_replicas
+        # A refining group lies inside one of our groups, so its size divides our group size.
+        for group_size in reversed(_divisors(self._group_size)):
+            strides = [1] if group_size == 1 else _divisors(num_replicas // group_size)
+            for stride in strides:
+                if num_replicas % (stride * group_size) != 0:
+                    continue
+                candidate = _strided_assignment(num_replicas, stride, group_size)
+                user_group_of: dict[int, int] = {}
+                if all(
+                    user_group_of.setdefault(c, u) == u for c, u in zip(candidate, self._assignment)
+                ):
+                    return ReplicaGrouping._create(self._ir, num_replicas, candidate, stride)
+        raise AssertionError("unreachable: group_size 1 always refines")
+
+
+def _strided_assignment(num_replicas: int, stride: int, group_size: int) -> list[int]:
+    block = stride * group_size
+    return [r % stride + stride * (r // block) for r in range(num_replicas)]
+
+
+def _common_stride(assignment: list[int], num_groups: int) -> int | None:
+    """The distance between consecutive members shared by all groups, if there is one."""
+    members: list[list[int]] = [[] for _ in range(num_groups)]
+    for replica, group in enumerate(assignment):
+        members[group].append(replica)
+    gaps = {b - a for group in members for a, b in zip(group, group[1:])}
+    if not gaps:  # every group has one replica
+        return 1
+    return gaps.pop() if len(gaps) == 1 else None
+
+
+def _renumbered(assignment: list[int]) -> list[int]:
+    order = {group: i for i, group in enumerate(dict.fromkeys(assignment))}
+    return [order[group] for group in assignment]
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def _as_int(name: str, value: Any) -> int:
+    if isinstance(value, bool):
+        raise TypeError(f"{name} must be an int, got bool {value!r}.")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}.") from None

@@ -1,0 +1,119 @@
+"""Host streams: named, typed channels between host arrays and ``host_load``/``host_store``.
+
+A stream lives in the main graph whatever graph is current (a graph must be on the stack).
+Each execution of a ``host_load`` reads the stream's next slot and each ``host_store``
+writes the next output slot; see ``docs/session.md`` for the host buffer layout.
+
+Example:
+    >>> import ipuxl as popxl
+    >>> ir = popxl.Ir()
+    >>> with ir.main_graph:
+    ...     s = popxl.h2d_stream((2,), popxl.float32, name="x")
+    >>> str(s)
+    'HostToDeviceStream Tensor[x popxl.dtypes.float32 (2,)]'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from ipuxl import dtypes
+from ipuxl.context import get_current_context
+from ipuxl.tensor import Tensor, TensorSpec
+
+if TYPE_CHECKING:
+    from ipuxl.ir import Ir
+
+__all__ = ["HostToDeviceStream", "DeviceToHostStream", "h2d_stream", "d2h_stream"]
+
+
+class _Stream:
+    _kind = "Stream"
+
+    def __init__(self) -> None:
+        raise NotImplementedError(
+            f"Cannot construct a {type(self).__name__} directly: use "
+            "`popxl.h2d_stream(shape, dtype)` or `popxl.d2h_stream(shape, dtype)`."
+        )
+
+    @classmethod
+    def _create(cls, tensor: Tensor) -> Any:
+        self = object.__new__(cls)
+        self._stream_tensor = tensor
+        return self
+
+    @property
+    def dtype(self) -> dtypes.dtype:
+        return self._stream_tensor.dtype
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._stream_tensor.shape
+
+    @property
+    def spec(self) -> TensorSpec:
+        return self._stream_tensor.spec
+
+    @property
+    def tensor_id(self) -> str:
+        return self._stream_tensor.id
+
+    def __hash__(self) -> int:
+        return hash(self._stream_tensor)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Stream) and self._stream_tensor == other._stream_tensor
+
+    def __str__(self) -> str:
+        return f"{type(self).__name__} Tensor[{self.tensor_id} {self.dtype!r} {self.shape}]"
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+class HostToDeviceStream(_Stream):
+    """A stream of host data into the device, read by ``ops.host_load``."""
+
+
+class DeviceToHostStream(_Stream):
+    """A stream of device data to the host, written by ``ops.host_store``."""
+
+
+def _make_stream(cls: type, default: str, shape: Iterable[int], dtype: dtypes.dtype,
+                 name: str | None) -> Any:
+    main = get_current_context().graph.ir.main_graph
+    tensor = main._new_tensor(Tensor, name or default, TensorSpec(shape, dtype), use_scopes=False)
+    stream = cls._create(tensor)
+    main.ir._streams[stream.tensor_id] = stream
+    return stream
+
+
+def h2d_stream(shape: Iterable[int], dtype: dtypes.dtype, name: str | None = None
+               ) -> HostToDeviceStream:
+    """A new host-to-device stream in the main graph (named ``h2d_stream`` by default).
+
+    Raises:
+        RuntimeError: no graph is on the context stack.
+    """
+    return _make_stream(HostToDeviceStream, "h2d_stream", shape, dtype, name)
+
+
+def d2h_stream(shape: Iterable[int], dtype: dtypes.dtype, name: str | None = None
+               ) -> DeviceToHostStream:
+    """A new device-to-host stream in the main graph (named ``d2h_stream`` by default).
+
+    Raises:
+        RuntimeError: no graph is on the context stack.
+    """
+    return _make_stream(DeviceToHostStream, "d2h_stream", shape, dtype, name)
+
+
+def used_streams(ir: Ir, op_name: str) -> Iterator[Any]:
+    """The streams used by at least one ``op_name`` op in any graph, in order of first use."""
+    seen: dict[Any, None] = {}
+    for graph in ir.graphs:
+        for op in graph.ops:
+            if op.name == op_name:
+                seen.setdefault(op.attrs["stream"], None)
+    return iter(seen)

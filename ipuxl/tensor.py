@@ -1,0 +1,448 @@
+"""Tensors: typed values in one graph (``Tensor``), and the main graph's ``Variable`` and
+``Constant`` tensors. A tensor is identified by its graph and its id; its abstract value is
+its :class:`TensorSpec` (shape, dtype, meta shape).
+
+Tensor operators build ops: ``a + b`` is ``ops.add``, ``a @ b`` is ``ops.matmul``,
+``a += b`` is ``ops.add_`` (and returns ``a`` itself). Host values on either side of an
+operator become constants of the tensor's dtype.
+
+Example:
+    >>> import ipuxl as popxl
+    >>> ir = popxl.Ir()
+    >>> with ir.main_graph:
+    ...     a = popxl.variable([1, 2], popxl.int32, name="a")
+    ...     b = a + 1
+    >>> b
+    Tensor[add_out popxl.dtypes.int32 (2,)]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Union
+
+import numpy as np
+
+from ipuxl import dtypes
+from ipuxl.errors import UndefinedValue
+from ipuxl.typing_ import NewAliasAnnotation
+
+if TYPE_CHECKING:
+    from ipuxl.graph import Graph
+    from ipuxl.ir import Ir
+    from ipuxl.op import Op
+    from ipuxl.replica_grouping import ReplicaGrouping
+
+__all__ = [
+    "Tensor",
+    "Variable",
+    "Constant",
+    "TensorSpec",
+    "TensorByRef",
+    "HostTensor",
+    "HostScalarTensor",
+    "ScalarType",
+    "TensorLike",
+]
+
+ScalarType = Union[int, float, bool]
+HostTensor = Union[np.ndarray, Iterable[ScalarType]]
+HostScalarTensor = Union[ScalarType, HostTensor]
+
+
+class TensorSpec(Mapping):
+    """A tensor's abstract value: ``TensorSpec(shape, dtype, meta_shape=())``.
+
+    It is a Mapping with keys ``shape``, ``dtype`` and ``meta_shape``, so
+    ``popxl.graph_input(**spec)`` works.
+    """
+
+    __slots__ = ("shape", "dtype", "meta_shape")
+
+    def __init__(self, shape: Iterable[int], dtype: dtypes.dtype, meta_shape: Iterable[int] = ()):
+        self.shape = tuple(int(d) for d in shape)
+        self.dtype = dtype
+        self.meta_shape = tuple(int(d) for d in meta_shape) if meta_shape else ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"shape": self.shape, "dtype": self.dtype, "meta_shape": self.meta_shape}
+
+    def to_tuple(self) -> tuple[tuple[int, ...], dtypes.dtype, tuple[int, ...]]:
+        return (self.shape, self.dtype, self.meta_shape)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.to_dict()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(("shape", "dtype", "meta_shape"))
+
+    def __len__(self) -> int:
+        return 3
+
+    def __hash__(self) -> int:
+        return hash(self.to_tuple())
+
+    def __repr__(self) -> str:
+        return f"TensorSpec(shape={self.shape}, dtype={self.dtype}, meta_shape={self.meta_shape})"
+
+
+TensorByRef = NewAliasAnnotation("TensorByRef", "Tensor")
+
+
+class Tensor:
+    """A value in one graph. Create tensors with ops and factories, never directly."""
+
+    __array_ufunc__ = None  # numpy defers to the reflected operators
+    __iter__ = None  # type: ignore[assignment]
+    __contains__ = None  # type: ignore[assignment]
+
+    def __init__(self) -> None:
+        raise RuntimeError("popxl.Tensor cannot be constructed directly.")
+
+    @classmethod
+    def _create(cls, graph: Graph, tensor_id: str, spec: TensorSpec, producer: Op | None) -> Any:
+        self = object.__new__(cls)
+        self._graph = graph
+        self._id = tensor_id
+        self._spec = spec
+        self._producer = producer
+        self._ipu = producer.ipu if producer is not None else None
+        self._tile_set = producer.tile_set if producer is not None else None
+        return self
+
+    # ----------------------------------------------------------------- identity
+    @property
+    def id(self) -> str:
+        return self._id
+
+    @property
+    def name(self) -> str:
+        """The id without the graph scope."""
+        prefix = self._graph.id + "/" if self._graph.id else ""
+        return self._id[len(prefix) :] if prefix and self._id.startswith(prefix) else self._id
+
+    @property
+    def scope(self) -> str:
+        return self._graph.id
+
+    @property
+    def graph(self) -> Graph:
+        return self._graph
+
+    @property
+    def ir(self) -> Ir:
+        return self._graph.ir
+
+    # ----------------------------------------------------------------- type
+    @property
+    def dtype(self) -> dtypes.dtype:
+        return self._spec.dtype
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._spec.shape
+
+    @property
+    def meta_shape(self) -> tuple[int, ...]:
+        return self._spec.meta_shape
+
+    @property
+    def spec(self) -> TensorSpec:
+        return TensorSpec(self.shape, self.dtype, self.meta_shape)
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def nelms(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def in_sync_with_ipu(self) -> bool:
+        return True
+
+    @property
+    def location_info(self) -> Any:
+        return None
+
+    # ----------------------------------------------------------------- placement
+    @property
+    def ipu(self) -> int:
+        """The virtual IPU; derived from the consumers for tensors without a producer."""
+        if self._ipu is not None:
+            return self._ipu
+        for op in self._graph._consumers(self):
+            return op.ipu
+        raise UndefinedValue("Tensor's IPU is undefined.")
+
+    @property
+    def tile_set(self) -> str:
+        if self._tile_set is not None:
+            return self._tile_set
+        for op in self._graph._consumers(self):
+            return op.tile_set
+        raise UndefinedValue("Tensor's tile set is undefined.")
+
+    # ----------------------------------------------------------------- methods
+    def _ensure_tensor(
+        self, value: Any, dtype: dtypes.dtype | None = None, raise_on_empty: bool = True
+    ) -> Tensor:
+        """``value`` itself if it is a Tensor, else a constant of ``dtype or self.dtype``."""
+        if isinstance(value, Tensor):
+            return value
+        from ipuxl.tensor_factories import constant
+
+        if raise_on_empty and np.size(value) == 0 and not isinstance(value, (int, float)):
+            raise ValueError(
+                "The value has 0 elements - this is most likely a mistake. If not, initialise "
+                "the tensor with `popxl.constant(value)` explicitly."
+            )
+        return constant(value, dtype or self.dtype)
+
+    def transpose(self, permutation: Iterable[int] | None = None) -> Tensor:
+        from ipuxl import ops
+
+        return ops.transpose(self, permutation)
+
+    def transpose_(self, permutation: Iterable[int] | None = None) -> Tensor:
+        from ipuxl import ops
+
+        return ops.transpose_(self, permutation)
+
+    @property
+    def T(self) -> Tensor:  # noqa: N802 - numpy's name
+        return self.transpose()
+
+    @property
+    def T_(self) -> Tensor:  # noqa: N802
+        return self.transpose_()
+
+    def reshape(self, shape: Iterable[int]) -> Tensor:
+        from ipuxl import ops
+
+        return ops.reshape(self, shape)
+
+    def reshape_(self, shape: Iterable[int]) -> Tensor:
+        from ipuxl import ops
+
+        return ops.reshape_(self, shape)
+
+    def flatten(self) -> Tensor:
+        from ipuxl import ops
+
+        return ops.flatten(self)
+
+    def flatten_(self) -> Tensor:
+        from ipuxl import ops
+
+        return ops.flatten_(self)
+
+    def detach(self) -> Tensor:
+        from ipuxl import ops
+
+        return ops.detach(self)
+
+    def detach_(self) -> Tensor:
+        from ipuxl import ops
+
+        return ops.detach_(self)
+
+    def diag(self) -> Tensor:
+        """The main diagonal of a rank-2 tensor."""
+        if self.rank != 2:
+            raise ValueError(f"Diag expected a 2d tensor. Got rank {self.rank} {self.shape}.")
+        return self.flatten()[:: self.shape[1] + 1]
+
+    def strides(self, shape: Iterable[int] | None = None) -> list[int]:
+        """numpy-style byte strides of a C-ordered tensor of ``shape`` (default: own shape)."""
+        shape = tuple(shape) if shape is not None else self.shape
+        item = self.dtype.itemsize
+        strides, step = [], item
+        for dim in reversed(shape):
+            strides.append(step)
+            step *= dim
+        return list(reversed(strides))
+
+    def copy_to_ipu(self, dst: int, src: int | None = None) -> Tensor:
+        from ipuxl import ops
+
+        return ops.ipu_copy(self, dst, src)
+
+    # ----------------------------------------------------------------- dunder
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}[{self.id} {self.dtype!r} {self.shape}]"
+
+    def __hash__(self) -> int:
+        return hash((self._id, self._graph.ir))
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, Tensor) and self._id == other._id and self.ir is other.ir
+        )
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise ValueError("Tensor is a scalar and doesn't have a length.")
+        return self.shape[0]
+
+    def __bool__(self) -> bool:
+        return True
+
+    def __add__(self, other: Any) -> Tensor:
+        from ipuxl import ops
+
+        return ops.add(self, self._ensure_tensor(other))
+
+    def __radd__(self, other: Any) -> Tensor:
+        from ipuxl import ops
+
+        return ops.add(self._ensure_tensor(other), self)
+
+    def __iadd__(self, other: Any) -> Tensor:
+        from ipuxl import ops
+
+        ops.add_(self, self._ensure_tensor(other))
+        return self
+
+    def __sub__(self, other: Any) -> Tensor:
+        from ipuxl import ops
+
+        return ops.sub(self, self._ensure_tensor(other))
+
+    def __rsub__(self, other: Any) -> Tensor:
+        from ipuxl import ops
+
+        return ops.sub(self._ensure_tensor(other), self)
+
+    def __mul__(self, other: Any) -> Tensor:
+        from ipuxl import ops
+
+        return ops.mul(self, self._ensure_tensor(other))
+
+    def __rmul__(self, other: Any) -> Tensor:
+        from ipuxl import ops
+
+        return ops.mul(self._ensure_tensor(other), self)
+
+    def __truediv__(self, other: Any) -> Tensor:
+        from ipuxl import ops
+
+        return ops.div(self, self._ensure_tensor(other))
+
+    def __rtruediv__(self, other: Any) -> Tensor:
+        from ipuxl import ops
+
+        return ops.div(self._ensure_tensor(other), self)
+
+    def __mod__(self, other: Any) -> Tensor:
+        from ipuxl import ops
+
+        return ops.fmod(self, self._ensure_tensor(other))
+
+    def __rmod__(self, other: Any) -> Tensor:
+        from ipuxl import ops
+
+        return ops.fmod(self._ensure_tensor(other), self)
+
+    def __pow__(self, other: Any) -> Tensor:
+        from ipuxl import ops
+
+        # A Python-scalar exponent takes the tensor's dtype (PopXL's `t ** 2` fails).
+        if isinstance(other, (int, float)) and not isinstance(other, bool):
+            other = self._ensure_tensor(other)
+        return ops.pow(self, other)
+
+    def __rpow__(self, other: Any) -> Tensor:
+        from ipuxl import ops
+
+        return ops.pow(self._ensure_tensor(other), self)
+
+    def __neg__(self) -> Tensor:
+        from ipuxl import ops
+
+        return ops.negate(self)
+
+    def __matmul__(self, other: Any) -> Tensor:
+        from ipuxl import ops
+
+        return ops.matmul(self, self._ensure_tensor(other))
+
+    def __rmatmul__(self, other: Any) -> Tensor:
+        from ipuxl import ops
+
+        return ops.matmul(self._ensure_tensor(other), self)
+
+    def __and__(self, other: Any) -> Tensor:
+        from ipuxl import ops
+
+        return ops.logical_and(self, self._ensure_tensor(other, dtypes.bool))
+
+    def __rand__(self, other: Any) -> Tensor:
+        from ipuxl import ops
+
+        return ops.logical_and(self._ensure_tensor(other, dtypes.bool), self)
+
+    def __or__(self, other: Any) -> Tensor:
+        from ipuxl import ops
+
+        return ops.logical_or(self, self._ensure_tensor(other, dtypes.bool))
+
+    def __ror__(self, other: Any) -> Tensor:
+        from ipuxl import ops
+
+        return ops.logical_or(self._ensure_tensor(other, dtypes.bool), self)
+
+    def __invert__(self) -> Tensor:
+        from ipuxl import ops
+
+        return ops.logical_not(self)
+
+    def __getitem__(self, key: Any) -> Tensor:
+        from ipuxl.indexing import getitem
+
+        return getitem(self, key)
+
+
+class Variable(Tensor):
+    """A main-graph tensor whose value persists across runs (weights, optimiser state)."""
+
+    def __init__(self) -> None:
+        raise RuntimeError("popxl.Tensor cannot be constructed directly.")
+
+    @property
+    def replica_grouping(self) -> ReplicaGrouping:
+        return self._replica_grouping
+
+    @property
+    def retrieval_mode(self) -> str:
+        return self._retrieval_mode
+
+    @property
+    def shape_on_host(self) -> tuple[int, ...]:
+        groups = self._replica_grouping.num_groups
+        return self.shape if groups == 1 else (groups, *self.shape)
+
+    @property
+    def shape_on_replica(self) -> tuple[int, ...]:
+        return self.shape
+
+    def copy_to_ipu(self, dst: int, src: int) -> Tensor:  # type: ignore[override]
+        from ipuxl import ops
+
+        return ops.ipu_copy(self, dst, src)
+
+
+class Constant(Tensor):
+    """A tensor whose data is fixed when the graph is built. Any graph may hold constants."""
+
+    def __init__(self) -> None:
+        raise RuntimeError("popxl.Tensor cannot be constructed directly.")
+
+    def copy_to_ipu(self, dst: int, src: int) -> Tensor:  # type: ignore[override]
+        from ipuxl import ops
+
+        return ops.ipu_copy(self, dst, src)
+
+
+TensorLike = Union[Tensor, HostScalarTensor]

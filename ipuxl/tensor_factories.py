@@ -1,0 +1,156 @@
+"""Tensor factories: ``variable``, ``constant``, ``graph_input`` and ``graph_output``.
+
+Example:
+    >>> import numpy as np, ipuxl as popxl
+    >>> ir = popxl.Ir()
+    >>> with ir.main_graph:
+    ...     w = popxl.variable(np.zeros((2, 3)), name="w")   # float64 is downcast
+    ...     c = popxl.constant(1, popxl.float16, name="one")
+    >>> w, c
+    (Variable[w popxl.dtypes.float32 (2, 3)], Constant[one popxl.dtypes.float16 ()])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ipuxl import dtypes
+from ipuxl.context import get_current_context
+from ipuxl.op import check_in_graph
+from ipuxl.tensor import Constant, Tensor, TensorSpec, Variable
+from ipuxl.utils import to_numpy
+
+if TYPE_CHECKING:
+    from ipuxl.replica_grouping import ReplicaGrouping
+
+__all__ = ["variable", "constant", "graph_input", "graph_output"]
+
+_RETRIEVAL_MODES = ("one_per_group", "all_replicas")
+
+
+def variable(
+    data: Any,
+    dtype: dtypes.dtype | None = None,
+    name: str | None = None,
+    downcast: bool = True,
+    replica_grouping: ReplicaGrouping | None = None,
+    retrieval_mode: str | None = None,
+    log2_scale: int | None = None,
+    nan_on_overflow: bool | None = None,
+) -> Variable:
+    """A main-graph tensor that keeps its value between runs.
+
+    Args:
+        data: the initial value (host array, list, scalar). With a grouping of G > 1
+            groups, ``data.shape[0]`` must be G and replica k starts from
+            ``data[assignment[k]]``.
+        dtype: the tensor's dtype; inferred from ``data`` (after downcasting) if None.
+        name: the name; ``t`` if None. Made unique.
+        downcast: turn 64-bit host data into 32-bit when ``dtype`` is None.
+        replica_grouping: how replicas share the value (default: all in one group).
+        retrieval_mode: ``"one_per_group"`` (default) or ``"all_replicas"``.
+        log2_scale, nan_on_overflow: float8 conversion options (see ``utils.to_numpy``).
+
+    Raises:
+        ValueError: not in the main graph; bad retrieval mode; data does not match the
+            grouping.
+    """
+    context = get_current_context()
+    graph = context.graph
+    if graph is not graph.ir.main_graph:
+        raise ValueError(
+            "You cannot initialise a variable tensor within a graph. Variables live in the "
+            f"main graph; {graph.id!r} is a subgraph. Create the variable under "
+            "`with ir.main_graph:` and pass it to the subgraph as an input."
+        )
+    if retrieval_mode is None:
+        retrieval_mode = "one_per_group"
+    if retrieval_mode not in _RETRIEVAL_MODES:
+        raise ValueError(
+            f"Invalid retrieval_mode: {retrieval_mode!r}. Use one of {_RETRIEVAL_MODES}."
+        )
+    grouping = replica_grouping or graph.ir.replica_grouping()
+    host = to_numpy(data, dtype, downcast, copy=False, log2_scale=log2_scale,
+                    nan_on_overflow=nan_on_overflow)
+    shape = host.shape
+    if grouping.num_groups > 1:
+        if not shape or shape[0] != grouping.num_groups:
+            raise ValueError(
+                f"The variable data has shape {shape}, but its replica grouping has "
+                f"{grouping.num_groups} groups: the first dimension must be the group "
+                f"dimension of size {grouping.num_groups}."
+            )
+        shape = shape[1:]
+    tensor_dtype = dtype if dtype is not None else dtypes.dtype.as_dtype(host.dtype)
+    if isinstance(host, np.memmap) and not host.flags.writeable:
+        graph.ir._read_only_memmap = True
+    var = graph._new_tensor(Variable, name, TensorSpec(shape, tensor_dtype))
+    var._data = host
+    var._replica_grouping = grouping
+    var._retrieval_mode = retrieval_mode
+    return var
+
+
+def constant(
+    data: Any,
+    dtype: dtypes.dtype | None = None,
+    name: str | None = None,
+    downcast: bool = True,
+    log2_scale: int | None = None,
+    nan_on_overflow: bool | None = None,
+) -> Constant:
+    """A tensor with fixed data, in the current graph.
+
+    Raises:
+        TypeError: float8 structured data without an explicit ``dtype``.
+    """
+    graph = get_current_context().graph
+    if dtype is None and isinstance(data, np.ndarray) and data.dtype in (
+        dtypes.np_dtype_float8_143, dtypes.np_dtype_float8_152
+    ):
+        raise TypeError(
+            "Please explicitly set the data type (`dtype=popxl.float8_143` or "
+            "`popxl.float8_152`) when creating a float8 constant from host data."
+        )
+    host = to_numpy(data, dtype, downcast, copy=True, log2_scale=log2_scale,
+                    nan_on_overflow=nan_on_overflow)
+    tensor_dtype = dtype if dtype is not None else dtypes.dtype.as_dtype(host.dtype)
+    host.flags.writeable = False
+    const = graph._new_tensor(Constant, name, TensorSpec(host.shape, tensor_dtype))
+    const._data = host
+    return const
+
+
+def graph_input(
+    shape: Iterable[int],
+    dtype: dtypes.dtype,
+    name: str | None = None,
+    by_ref: bool = False,
+    meta_shape: Iterable[int] | None = None,
+) -> Tensor:
+    """Append an input to the current graph; its index is the creation order.
+
+    Args:
+        by_ref: every call site writes the input's final value back to the parent tensor.
+    """
+    graph = get_current_context().graph
+    tensor = graph._new_tensor(Tensor, name, TensorSpec(shape, dtype, meta_shape or ()))
+    graph._inputs.append(tensor)
+    if by_ref:
+        graph._by_ref_inputs.add(tensor)
+    return tensor
+
+
+def graph_output(t: Tensor) -> None:
+    """Append ``t`` to the current graph's outputs.
+
+    Raises:
+        ValueError: ``t`` belongs to another graph.
+    """
+    graph = get_current_context().graph
+    check_in_graph(graph, "t", t)
+    graph._outputs.append(t)
+    graph.ir._edited()
