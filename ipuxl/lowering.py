@@ -35,7 +35,17 @@ from ipuxl.op import Op
 from ipuxl.streams import used_streams
 from ipuxl.tensor import Constant, Tensor, Variable
 
-__all__ = ["Program", "GraphLowering", "StreamState", "lower_ir", "fingerprint", "trace_count"]
+__all__ = [
+    "Program",
+    "GraphLowering",
+    "StreamState",
+    "SubgraphFunctions",
+    "graph_streams",
+    "lower_ir",
+    "fingerprint",
+    "trace_count",
+    "subgraph_trace_count",
+]
 
 # Constants with more elements than this are passed to the executable as arguments rather
 # than embedded in it, which keeps programs (and compile times) small.
@@ -74,6 +84,29 @@ class StreamState:
         # Slots written: a set while cursors are static, a bool array once dynamic.
         self.written: dict[Any, Any] = {s: set() for s in outputs}
 
+    def export(self, h2d: Sequence[Any], d2h: Sequence[Any]) -> tuple:
+        """The state of the given streams as arrays (cursors become traced int32), to pass
+        through a subgraph call, a loop or a branch."""
+        loads = tuple(jnp.asarray(self.load_cursor[s], jnp.int32) for s in h2d)
+        stores = tuple(jnp.asarray(self.store_cursor[s], jnp.int32) for s in d2h)
+        buffers = tuple(self.buffers[s] for s in d2h)
+        written = tuple(self._written_mask(s) for s in d2h)
+        return loads, stores, buffers, written
+
+    def restore(self, h2d: Sequence[Any], d2h: Sequence[Any], carry: tuple) -> None:
+        """Take back the state :meth:`export` gave out, as updated by the callee."""
+        loads, stores, buffers, written = carry
+        self.load_cursor.update(zip(h2d, loads))
+        self.store_cursor.update(zip(d2h, stores))
+        self.buffers.update(zip(d2h, buffers))
+        self.written.update(zip(d2h, written))
+
+    def _written_mask(self, stream: Any) -> jax.Array:
+        written = self.written[stream]
+        if isinstance(written, set):
+            return jnp.asarray(np.isin(np.arange(self.slots), sorted(written)))
+        return written
+
     def load(self, stream: Any) -> jax.Array:
         data = self.inputs[stream]
         cursor = self.load_cursor[stream]
@@ -96,9 +129,7 @@ class StreamState:
             return
         slot = cursor % self.slots
         self.buffers[stream] = lax.dynamic_update_index_in_dim(buffer, value, slot, 0)
-        mask = self.written[stream]
-        if isinstance(mask, set):
-            mask = jnp.zeros((self.slots,), bool).at[sorted(mask)].set(True)
+        mask = self._written_mask(stream)
         self.written[stream] = lax.dynamic_update_index_in_dim(mask, True, slot, 0)
 
 
@@ -106,10 +137,11 @@ class GraphLowering:
     """Lowers one graph's ops, in creation order, over an environment of root values."""
 
     def __init__(self, streams: StreamState, values: dict[Tensor, Any],
-                 constants: dict[Tensor, Any]):
+                 constants: dict[Tensor, Any], subgraphs: SubgraphFunctions):
         self.streams = streams
         self.values = values
         self.constants = constants
+        self.subgraphs = subgraphs
 
     def set(self, tensor: Tensor, value: Any) -> None:
         """Bind the value of a root tensor (an op output that owns its memory)."""
@@ -164,6 +196,90 @@ class GraphLowering:
             self.values[tensor] = value
 
 
+def graph_streams(graph: Any) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    """The h2d and d2h streams a graph loads or stores, itself or in graphs it calls."""
+    loads: dict[Any, None] = {}
+    stores: dict[Any, None] = {}
+    pending, seen = [graph], set()
+    while pending:
+        current = pending.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        for op in current.ops:
+            if op.name == "host_load":
+                loads.setdefault(op.attrs["stream"], None)
+            elif op.name == "host_store":
+                stores.setdefault(op.attrs["stream"], None)
+            pending.extend(op.attrs.get("graphs", ()))
+    return tuple(loads), tuple(stores)
+
+
+_subgraph_traces: dict[str, int] = {}
+
+
+def subgraph_trace_count(graph_id: str) -> int:
+    """How many times the subgraph with this id was traced (once per compiled program)."""
+    return _subgraph_traces.get(graph_id, 0)
+
+
+class SubgraphFunctions:
+    """Each subgraph as one JAX function, traced once per program however many call
+    sites, loops and branches use it.
+
+    The function of graph ``g`` for stream sets ``(h2d, d2h)`` is
+    ``fn(constants, inputs, data, carry) -> (outputs, final_inputs, carry)``: ``inputs``
+    are the values of ``g.inputs``; ``final_inputs`` their values after the graph ran
+    (what by-reference inputs write back); ``data`` the h2d arrays; ``carry`` the
+    cursors, buffers and masks of the streams (:meth:`StreamState.export`).
+    """
+
+    def __init__(self, inline: dict[Tensor, Any], passed: Sequence[Tensor],
+                 constant_args: tuple, data: dict[Any, Any], slots: int):
+        self.inline = inline
+        self.passed = tuple(passed)
+        self.constant_args = constant_args
+        self.data = data
+        self.slots = slots
+        self._functions: dict[tuple, Callable[..., Any]] = {}
+
+    def call(self, graph: Any, inputs: Sequence[Any], streams: StreamState,
+             stream_sets: tuple[tuple[Any, ...], tuple[Any, ...]] | None = None
+             ) -> tuple[tuple, tuple]:
+        """Run ``graph`` on ``inputs``, threading ``streams`` through it."""
+        h2d, d2h = stream_sets or graph_streams(graph)
+        fn = self.function(graph, h2d, d2h)
+        outputs, finals, carry = fn(self.constant_args, tuple(inputs),
+                                    tuple(self.data[s] for s in h2d), streams.export(h2d, d2h))
+        streams.restore(h2d, d2h, carry)
+        return outputs, finals
+
+    def function(self, graph: Any, h2d: tuple, d2h: tuple) -> Callable[..., Any]:
+        key = (graph, h2d, d2h)
+        if key not in self._functions:
+            self._functions[key] = jax.jit(self._make(graph, h2d, d2h))
+        return self._functions[key]
+
+    def _make(self, graph: Any, h2d: tuple, d2h: tuple) -> Callable[..., Any]:
+        def run_graph(constant_args: tuple, inputs: tuple, data: tuple, carry: tuple) -> tuple:
+            _subgraph_traces[graph.id] = _subgraph_traces.get(graph.id, 0) + 1
+            streams = StreamState(dict(zip(h2d, data)), d2h, self.slots)
+            streams.restore(h2d, d2h, carry)
+            constants = {c: jnp.asarray(v) for c, v in self.inline.items()}
+            constants.update(zip(self.passed, constant_args))
+            inner = SubgraphFunctions(self.inline, self.passed, constant_args,
+                                      {**self.data, **dict(zip(h2d, data))}, self.slots)
+            inner._functions = self._functions
+            lowering = GraphLowering(streams, dict(zip(graph.inputs, inputs)), constants,
+                                     inner)
+            lowering.lower_ops(graph.ops)
+            outputs = tuple(lowering.read(t) for t in graph.outputs)
+            finals = tuple(lowering.read(t) for t in graph.inputs)
+            return outputs, finals, streams.export(h2d, d2h)
+
+        return run_graph
+
+
 @dataclass
 class Program:
     """A lowered Ir: what the step function takes and returns, in order."""
@@ -216,7 +332,10 @@ def lower_ir(ir: Ir) -> Program:
         streams = StreamState(dict(zip(h2d, inputs)), d2h, ir.num_host_transfers)
         constant_values = {c: jnp.asarray(v) for c, v in inline_values.items()}
         constant_values.update(zip(passed, constant_args))
-        lowering = GraphLowering(streams, dict(zip(variables, state)), constant_values)
+        subgraphs = SubgraphFunctions(inline_values, passed, constant_args,
+                                      dict(zip(h2d, inputs)), ir.num_host_transfers)
+        lowering = GraphLowering(streams, dict(zip(variables, state)), constant_values,
+                                 subgraphs)
         lowering.lower_ops(ops)
         new_state = tuple(lowering.read(v) for v in variables)
         outputs = tuple(streams.buffers[s] for s in d2h)

@@ -82,7 +82,17 @@ class OpDef:
         names: Sequence[str | None] | None = None,
         **attrs: Any,
     ) -> tuple[Tensor, ...]:
-        """Create this op in the current graph and return its outputs.
+        """Create this op in the current graph and return its outputs (see :meth:`create`)."""
+        return self.create(inputs, names=names, **attrs).outputs
+
+    def create(
+        self,
+        inputs: Mapping[str, Tensor],
+        *,
+        names: Sequence[str | None] | None = None,
+        **attrs: Any,
+    ) -> Op:
+        """Create this op in the current graph and return it.
 
         Args:
             inputs: the tensor inputs, keyed by the argument names errors should use.
@@ -123,7 +133,7 @@ class OpDef:
         )
         graph._append_op(op)
         context.record_sequenced_op(op)
-        return op.outputs
+        return op
 
     def _default_names(
         self, inputs: Sequence[Tensor], attrs: Mapping[str, Any], count: int

@@ -1,0 +1,72 @@
+"""Timing and memory helpers shared by the benchmarks.
+
+On a small, shared machine a single timing says little: the helpers here interleave the
+sides being compared (A, B, A, B, ...) so that a slow period hits both, and report
+medians, which ignore the occasional stall.
+
+Example:
+    >>> times = interleaved_medians({"a": lambda: None, "b": lambda: None}, rounds=3,
+    ...                             calls_per_round=10)
+    >>> sorted(times)
+    ['a', 'b']
+"""
+
+from __future__ import annotations
+
+import resource
+import statistics
+import time
+from collections.abc import Callable, Mapping
+
+__all__ = ["interleaved_medians", "interleaved_samples", "max_rss_mib", "format_seconds"]
+
+
+def interleaved_samples(sides: Mapping[str, Callable[[], object]], rounds: int,
+                        calls_per_round: int = 1) -> dict[str, list[float]]:
+    """Time every side ``rounds`` times, alternating sides and their order.
+
+    Each sample is the mean time of one call over a block of ``calls_per_round``
+    back-to-back calls (a block amortises the timer's own cost for calls of a few
+    microseconds). Odd rounds run the sides in reverse order, so that neither side always
+    runs right after the other.
+
+    Args:
+        sides: a name and a zero-argument callable for each side.
+        rounds: how many samples to take of each side.
+        calls_per_round: calls per sample.
+
+    Returns:
+        The samples of each side, in seconds per call.
+    """
+    names = list(sides)
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    for round_index in range(rounds):
+        order = names if round_index % 2 == 0 else names[::-1]
+        for name in order:
+            call = sides[name]
+            start = time.perf_counter()
+            for _ in range(calls_per_round):
+                call()
+            samples[name].append((time.perf_counter() - start) / calls_per_round)
+    return samples
+
+
+def interleaved_medians(sides: Mapping[str, Callable[[], object]], rounds: int,
+                        calls_per_round: int = 1) -> dict[str, float]:
+    """The median of :func:`interleaved_samples` for each side, in seconds per call."""
+    samples = interleaved_samples(sides, rounds, calls_per_round)
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def max_rss_mib() -> float:
+    """This process's peak resident memory so far, in MiB (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def format_seconds(seconds: float) -> str:
+    """A duration with a unit that keeps three significant digits readable."""
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:.1f} us"
+    if seconds < 1:
+        return f"{seconds * 1e3:.1f} ms"
+    return f"{seconds:.2f} s"

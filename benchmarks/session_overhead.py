@@ -1,0 +1,318 @@
+"""How much an ipuxl Session costs over the same work written by hand with ``jax.jit``.
+
+Three programs are built both ways:
+
+* ``tiny``: ``x + 1`` on a ``(1,)`` float32 input, which measures pure per-call overhead;
+* ``mlp256``: a 3-layer MLP (matmul, bias, relu between layers), 256 wide, batch 32;
+* ``mlp2048``: the same MLP 2048 wide, batch 256, where the arithmetic dominates.
+
+The ipuxl side is written as a PopXL user would write it: an ``h2d_stream`` and
+``host_load`` for the input, variables for the weights, ``host_store`` for the output, a
+``Session(ir, "cpu")`` and ``session.run(inputs)``. The JAX side is what a careful JAX user
+would write: a ``jax.jit`` function that takes the weights (device arrays) and returns
+them, donated with ``donate_argnums``; the input is a host numpy array and the output is
+converted with ``np.asarray``.
+
+Measured, with the ratio ipuxl/JAX next to the target of the issue:
+
+* steady-state call time: the median over many calls after a warm-up;
+* first-call time: build, compile and run once, each time from empty caches
+  (``jax.clear_caches()`` and ipuxl's executable cache) so both sides really compile;
+* peak resident memory of ``mlp2048``: each side runs alone in a fresh subprocess, which
+  reports its ``ru_maxrss``.
+
+Measurements alternate between the sides (A, B, B, A, ...) and report medians, because
+this runs on small shared machines.
+
+Usage:
+    PYTHONPATH=. .venv/bin/python benchmarks/session_overhead.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import jax
+import numpy as np
+from _measure import format_seconds, interleaved_medians, max_rss_mib
+
+# A persistent compilation cache would turn ipuxl's first call into a cache read.
+os.environ.pop("POPXL_CACHE_DIR", None)
+
+REPOSITORY = Path(__file__).resolve().parent.parent
+
+SIDES = ("ipuxl", "jax")
+
+
+@dataclass(frozen=True)
+class Program:
+    """One benchmark program: ``x + 1`` when ``width`` is 0, else a 3-layer MLP."""
+
+    name: str
+    label: str
+    batch: int = 1
+    width: int = 0
+    layers: int = 3
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        return (self.batch, self.width) if self.width else (1,)
+
+
+PROGRAMS = (
+    Program("tiny", "x + 1, f32[1]"),
+    Program("mlp256", "MLP 3x256, batch 32", batch=32, width=256),
+    Program("mlp2048", "MLP 3x2048, batch 256", batch=256, width=2048),
+)
+MEMORY_PROGRAM = PROGRAMS[2]
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How many samples to take: ``(rounds, calls per round)`` per program for the steady
+    state, repetitions of the first call, and subprocesses per side for memory."""
+
+    steady: dict[str, tuple[int, int]]
+    first_call_repeats: int
+    memory_repeats: int
+
+
+FULL = Settings({"tiny": (41, 300), "mlp256": (41, 40), "mlp2048": (21, 1)}, 5, 2)
+QUICK = Settings({"tiny": (15, 200), "mlp256": (15, 20), "mlp2048": (7, 1)}, 3, 1)
+
+
+@dataclass(frozen=True)
+class Target:
+    """The issue's limit on one ratio ipuxl/JAX."""
+
+    limit: float
+
+    def verdict(self, ratio: float) -> str:
+        return "PASS" if ratio <= self.limit else "FAIL"
+
+
+STEADY_TARGETS = {"tiny": Target(1.3), "mlp256": Target(1.05), "mlp2048": Target(1.05)}
+FIRST_CALL_TARGET = Target(1.3)
+MEMORY_TARGET = Target(1.1)
+
+
+# --------------------------------------------------------------------------- data
+@dataclass
+class Data:
+    """Host arrays shared by both sides: the input and the (weight, bias) of each layer."""
+
+    x: np.ndarray
+    layers: list[tuple[np.ndarray, np.ndarray]]
+
+
+def make_data(program: Program) -> Data:
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(program.input_shape, dtype=np.float32)
+    layers = []
+    if program.width:
+        scale = np.float32(1 / np.sqrt(program.width))
+        for _ in range(program.layers):
+            weight = rng.standard_normal((program.width, program.width), dtype=np.float32)
+            bias = rng.standard_normal((program.width,), dtype=np.float32)
+            layers.append((weight * scale, bias))
+    return Data(x, layers)
+
+
+# --------------------------------------------------------------------------- the two sides
+# A side is built by a function returning ``(call, close)``: ``call()`` runs the program
+# once on ``data.x`` and returns the output as a numpy array; ``close()`` releases it.
+Side = tuple[Callable[[], np.ndarray], Callable[[], None]]
+
+
+def build_ipuxl(program: Program, data: Data) -> Side:
+    """The program as a PopXL user writes it, run by an ipuxl Session."""
+    # Imported here so that the JAX memory subprocess does not load ipuxl.
+    import ipuxl as popxl
+    import ipuxl.ops as ops
+
+    ir = popxl.Ir()
+    with ir.main_graph:
+        x_stream = popxl.h2d_stream(program.input_shape, popxl.float32, name="x")
+        h = ops.host_load(x_stream)
+        if not program.width:
+            h = h + 1.0
+        for index, (weight, bias) in enumerate(data.layers):
+            w = popxl.variable(weight, name=f"w{index}")
+            b = popxl.variable(bias, name=f"b{index}")
+            h = ops.matmul(h, w) + b
+            if index < len(data.layers) - 1:
+                h = ops.relu(h)
+        y_stream = popxl.d2h_stream(h.shape, h.dtype, name="y")
+        ops.host_store(y_stream, h)
+    session = popxl.Session(ir, "cpu")
+    session.__enter__()
+    inputs = {x_stream: data.x}
+
+    def call() -> np.ndarray:
+        return session.run(inputs)[y_stream]
+
+    def close() -> None:
+        session.__exit__(None, None, None)
+
+    return call, close
+
+
+def _mlp(params: tuple, x: jax.Array) -> tuple[tuple, jax.Array]:
+    h = x
+    for index, (weight, bias) in enumerate(params):
+        h = h @ weight + bias
+        if index < len(params) - 1:
+            h = jax.nn.relu(h)
+    return params, h
+
+
+def build_jax(program: Program, data: Data) -> Side:
+    """The same program written by hand: weights in and out of a donating ``jax.jit``."""
+    x = data.x
+    if not program.width:
+        add_one = jax.jit(lambda value: value + np.float32(1))
+
+        def call_tiny() -> np.ndarray:
+            return np.asarray(add_one(x))
+
+        return call_tiny, lambda: None
+
+    step = jax.jit(_mlp, donate_argnums=0)
+    state = {"params": jax.device_put(tuple(data.layers))}
+
+    def call() -> np.ndarray:
+        state["params"], y = step(state["params"], x)
+        return np.asarray(y)
+
+    def close() -> None:
+        state.clear()
+
+    return call, close
+
+
+BUILDERS = {"ipuxl": build_ipuxl, "jax": build_jax}
+
+
+def clear_compilation_caches() -> None:
+    """Forget every compiled program, so the next first call compiles again."""
+    jax.clear_caches()
+    if "ipuxl.session" in sys.modules:
+        sys.modules["ipuxl.session"]._EXECUTABLES.clear()
+
+
+# --------------------------------------------------------------------------- measurements
+def steady_state(program: Program, rounds: int, calls_per_round: int) -> dict[str, float]:
+    """Median seconds per call of each side, after checking both compute the same."""
+    data = make_data(program)
+    built = {side: BUILDERS[side](program, data) for side in SIDES}
+    try:
+        results = {side: call() for side, (call, _) in built.items()}
+        np.testing.assert_allclose(results["ipuxl"], results["jax"], rtol=1e-4, atol=1e-4)
+        calls = {side: call for side, (call, _) in built.items()}
+        interleaved_medians(calls, rounds=2, calls_per_round=calls_per_round)  # warm-up
+        return interleaved_medians(calls, rounds, calls_per_round)
+    finally:
+        for _, close in built.values():
+            close()
+
+
+def first_call(program: Program, repeats: int) -> dict[str, float]:
+    """Median seconds from an empty cache to the first output, for each side."""
+    data = make_data(program)
+    samples: dict[str, list[float]] = {side: [] for side in SIDES}
+    for repeat in range(repeats):
+        for side in SIDES if repeat % 2 == 0 else SIDES[::-1]:
+            clear_compilation_caches()
+            gc.collect()
+            start = time.perf_counter()
+            call, close = BUILDERS[side](program, data)
+            call()
+            samples[side].append(time.perf_counter() - start)
+            close()
+    return {side: statistics.median(values) for side, values in samples.items()}
+
+
+def memory_child(side: str) -> None:
+    """Run ``MEMORY_PROGRAM`` on one side in this process and print its peak memory."""
+    data = make_data(MEMORY_PROGRAM)
+    call, close = BUILDERS[side](MEMORY_PROGRAM, data)
+    for _ in range(5):
+        call()
+    close()
+    print(json.dumps({"max_rss_mib": max_rss_mib()}))
+
+
+def peak_memory(repeats: int) -> dict[str, float]:
+    """Median peak RSS in MiB of each side, each run alone in a fresh subprocess."""
+    environment = dict(os.environ)
+    environment["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [str(REPOSITORY), environment.get("PYTHONPATH")]))
+    samples: dict[str, list[float]] = {side: [] for side in SIDES}
+    for repeat in range(repeats):
+        for side in SIDES if repeat % 2 == 0 else SIDES[::-1]:
+            completed = subprocess.run(
+                [sys.executable, __file__, "--memory-child", side],
+                env=environment, capture_output=True, text=True, check=True,
+            )
+            samples[side].append(json.loads(completed.stdout.splitlines()[-1])["max_rss_mib"])
+    return {side: statistics.median(values) for side, values in samples.items()}
+
+
+# --------------------------------------------------------------------------- report
+def _row(metric: str, ipuxl: str, jax_value: str, ratio: float, target: Target) -> str:
+    return (f"{metric:<36} {ipuxl:>10} {jax_value:>10} {ratio:>6.2f}x "
+            f"{f'<= {target.limit:.2f}x':>9} {target.verdict(ratio):>6}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer samples (about 30 s)")
+    parser.add_argument("--memory-child", choices=SIDES, help=argparse.SUPPRESS)
+    arguments = parser.parse_args()
+    if arguments.memory_child:
+        memory_child(arguments.memory_child)
+        return
+    settings = QUICK if arguments.quick else FULL
+    started = time.perf_counter()
+
+    # The first compilation in a process also initialises the backend: keep it out.
+    for side in SIDES:
+        call, close = BUILDERS[side](PROGRAMS[0], make_data(PROGRAMS[0]))
+        call()
+        close()
+
+    rows = []
+    for program in PROGRAMS:
+        times = steady_state(program, *settings.steady[program.name])
+        ratio = times["ipuxl"] / times["jax"]
+        rows.append(_row(f"steady call   {program.label}", format_seconds(times["ipuxl"]),
+                         format_seconds(times["jax"]), ratio, STEADY_TARGETS[program.name]))
+    for program in PROGRAMS:
+        times = first_call(program, settings.first_call_repeats)
+        ratio = times["ipuxl"] / times["jax"]
+        rows.append(_row(f"first call    {program.label}", format_seconds(times["ipuxl"]),
+                         format_seconds(times["jax"]), ratio, FIRST_CALL_TARGET))
+    memory = peak_memory(settings.memory_repeats)
+    rows.append(_row(f"peak RSS      {MEMORY_PROGRAM.label}", f"{memory['ipuxl']:.0f} MiB",
+                     f"{memory['jax']:.0f} MiB", memory["ipuxl"] / memory["jax"],
+                     MEMORY_TARGET))
+
+    print(f"ipuxl Session vs hand-written jax.jit  (jax {jax.__version__}, "
+          f"{os.cpu_count()} CPUs, {'quick' if arguments.quick else 'full'} run, medians)")
+    print(f"{'metric':<36} {'ipuxl':>10} {'JAX':>10} {'ratio':>7} {'target':>9} {'result':>6}")
+    print("\n".join(rows))
+    print(f"total time {time.perf_counter() - started:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
