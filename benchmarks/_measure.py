@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import resource
 import statistics
+import sys
 import time
 from collections.abc import Callable, Mapping
 
-__all__ = ["interleaved_medians", "interleaved_samples", "max_rss_mib", "format_seconds"]
+__all__ = ["interleaved_medians", "interleaved_samples", "peak_rss_mib", "format_seconds"]
 
 
 def interleaved_samples(sides: Mapping[str, Callable[[], object]], rounds: int,
@@ -58,9 +59,25 @@ def interleaved_medians(sides: Mapping[str, Callable[[], object]], rounds: int,
     return {name: statistics.median(values) for name, values in samples.items()}
 
 
-def max_rss_mib() -> float:
-    """This process's peak resident memory so far, in MiB (Linux reports KiB)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+def peak_rss_mib() -> float:
+    """This process's peak resident memory so far, in MiB.
+
+    On Linux this is ``VmHWM`` from ``/proc/self/status``: ``ru_maxrss`` is carried
+    across ``fork`` and ``exec``, so a subprocess started by a large parent reports at
+    least the parent's peak (a trivial child of a parent that peaked at 225 MiB reports
+    225 MiB; its ``VmHWM`` is 9 MiB), which would hide the difference between two
+    subprocesses. Elsewhere it is ``ru_maxrss``
+    (KiB on Linux, bytes on macOS).
+    """
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / 2**20 if sys.platform == "darwin" else peak / 1024
 
 
 def format_seconds(seconds: float) -> str:

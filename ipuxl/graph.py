@@ -12,6 +12,7 @@ Example:
     ...     y = x + x
     >>> print(ir.main_graph)  # doctest: +ELLIPSIS
     graph main() {
+      variable x: f32[2] = [1., 2.]
     ...
 """
 
@@ -32,7 +33,9 @@ __all__ = ["Graph"]
 
 
 class Graph:
-    """A graph of ops. Get graphs from ``ir.main_graph`` or ``ir.create_graph``."""
+    """A graph of ops. Get graphs from ``ir.main_graph``, ``ir.create_graph`` or
+    ``ir.create_empty_graph``; the constructor raises ``TypeError``.
+    """
 
     def __init__(self) -> None:
         raise TypeError("Cannot create popxl.graph.Graph instances using the constructor.")
@@ -55,10 +58,12 @@ class Graph:
     # ----------------------------------------------------------------- properties
     @property
     def id(self) -> str:
+        """``""`` for the main graph, ``"<base>_subgraph(<k>)"`` for a subgraph."""
         return self._id
 
     @property
     def name(self) -> str:
+        """The graph scope of its tensor ids: equal to :attr:`id`."""
         return self._id
 
     @property
@@ -83,6 +88,7 @@ class Graph:
 
     @property
     def inputs_by_name(self) -> dict[str, Tensor]:
+        """The inputs keyed by their names without the graph scope."""
         return {t.name: t for t in self._inputs}
 
     @property
@@ -116,10 +122,19 @@ class Graph:
         return tuple(seen)
 
     def get_tensor(self, tensor_id: str) -> Tensor:
+        """The tensor of this graph with id ``tensor_id`` (the full id, graph scope included).
+
+        Raises:
+            KeyError: no tensor of this graph has that id.
+        """
         try:
             return self._tensors[tensor_id]
         except KeyError:
-            raise KeyError(f"No tensor with id {tensor_id!r} in graph {self._id or 'main'!r}.") from None
+            raise KeyError(
+                f"No tensor with id {tensor_id!r} in graph {self._id or 'main'!r}. Subgraph "
+                f"tensor ids include the graph scope, e.g. {self._id + '/' if self._id else ''}"
+                "<name>; `graph.tensors` lists them."
+            ) from None
 
     def get_input_tensors(self) -> tuple[Tensor, ...]:
         return self.inputs
@@ -129,37 +144,52 @@ class Graph:
 
     # ----------------------------------------------------------------- hooks
     def register_op_created_hook(self, fn: Callable[[Op], Any]) -> int:
-        """Call ``fn(op)`` for every op created in this graph; returns a handle."""
+        """Call ``fn(op)`` for every op created in this graph from now on.
+
+        Ops created in other graphs (a subgraph traced meanwhile, say) do not fire it.
+
+        Returns:
+            The handle to pass to :meth:`remove_op_created_hook`.
+        """
         handle = next(self._hook_handles)
         self._hooks[handle] = fn
         return handle
 
     def remove_op_created_hook(self, handle: int) -> None:
+        """Stop calling the hook registered under ``handle``.
+
+        Raises:
+            ValueError: ``handle`` is not a registered hook of this graph.
+        """
         if handle not in self._hooks:
             raise ValueError(
-                f"Unknown op created hook {handle}. Use the handle that "
-                "`register_op_created_hook` returned."
+                f"Unknown op created hook {handle!r} for graph {self._id or 'main'!r}. "
+                f"Registered handles: {sorted(self._hooks)}. Pass the handle that this "
+                "graph's `register_op_created_hook` returned."
             )
         del self._hooks[handle]
 
     # ----------------------------------------------------------------- building
-    def _unique_id(self, name: str | None, use_scopes: bool = True) -> str:
-        scopes = get_current_context().name_scopes if use_scopes else []
+    def _unique_id(self, name: str | None) -> str:
+        """``<graph id>/<scopes>/<name or 't'>``, with ``__t<n>`` appended if it is taken.
+
+        ``n`` comes from the IR-wide counter (PopART's intermediate tensor counter), so a
+        suffixed id is unique in the whole IR; the loop only matters when a user picked a
+        name that looks like a suffixed one.
+        """
+        scopes = get_current_context().name_scopes
         full = "/".join([*scopes, name or "t"])
-        tensor_id = f"{self._id}/{full}" if self._id else full
-        if tensor_id in self._tensors:
-            tensor_id = f"{tensor_id}__t{self._ir._next_counter()}"
+        base = f"{self._id}/{full}" if self._id else full
+        tensor_id = base
+        while tensor_id in self._tensors:
+            tensor_id = f"{base}__t{self._ir._next_counter()}"
         return tensor_id
 
     def _new_tensor(
-        self,
-        cls: type,
-        name: str | None,
-        spec: TensorSpec,
-        producer: Op | None = None,
-        use_scopes: bool = True,
+        self, cls: type, name: str | None, spec: TensorSpec, producer: Op | None = None
     ) -> Any:
-        tensor = cls._create(self, self._unique_id(name, use_scopes), spec, producer)
+        """Create a tensor of class ``cls`` in this graph with a unique id."""
+        tensor = cls._create(self, self._unique_id(name), spec, producer)
         self._tensors[tensor.id] = tensor
         self._ir._edited()
         return tensor
@@ -177,10 +207,16 @@ class Graph:
 
     # ----------------------------------------------------------------- dunder
     def __enter__(self) -> Graph:
+        """Make this graph the one new ops go into.
+
+        Raises:
+            RuntimeError: a graph of another Ir is already on the context stack.
+        """
         get_current_context().push_graph(self)
         return self
 
     def __exit__(self, *exc: object) -> None:
+        # Pops even when an exception propagates, so the context stack stays consistent.
         get_current_context().pop_graph()
 
     def __call__(self) -> Graph:
@@ -191,12 +227,18 @@ class Graph:
         from ipuxl.tensor import Tensor
 
         if not isinstance(tensor, Tensor):
-            raise TypeError(f"Graph contains only Tensors; got {type(tensor).__name__}.")
+            raise TypeError(
+                f"Only a Tensor can be tested for membership of a Graph, got "
+                f"{type(tensor).__name__}: {tensor!r}. For an id, use `graph.get_tensor(id)`."
+            )
         return tensor.graph is self
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Graph):
-            raise TypeError(f"Cannot compare a Graph with {type(other).__name__}.")
+            raise TypeError(
+                f"A Graph can only be compared with another Graph, got "
+                f"{type(other).__name__}: {other!r}."
+            )
         return self._id == other._id and self._ir is other._ir
 
     def __hash__(self) -> int:

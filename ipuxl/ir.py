@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from ipuxl.graph import Graph
 
 if TYPE_CHECKING:
+    from ipuxl.remote_buffer import RemoteBuffer
     from ipuxl.replica_grouping import ReplicaGrouping
     from ipuxl.streams import DeviceToHostStream, HostToDeviceStream
 
@@ -32,6 +33,9 @@ class Ir:
 
     Args:
         replication: the replication factor R, or ``"popdist"`` (single instance in ipuxl).
+
+    Raises:
+        ValueError: ``replication`` is below 1.
     """
 
     _cache: weakref.WeakValueDictionary[int, Ir] = weakref.WeakValueDictionary()
@@ -45,8 +49,10 @@ class Ir:
         self._main_graph = Graph._create(self, "")
         self._graphs[""] = self._main_graph
         self._num_host_transfers = 1
-        self._replication_factor = 1 if replication == "popdist" else int(replication)
+        self._replication_factor = 1 if replication == "popdist" else _at_least_one(
+            "replication", replication)
         self._streams: dict[str, Any] = {}
+        self._remote_buffers: dict[int, RemoteBuffer] = {}
         self._version = 0
         self._prepared = False
         self._read_only_memmap = False
@@ -55,14 +61,17 @@ class Ir:
     # ----------------------------------------------------------------- graphs
     @property
     def id(self) -> int:
+        """A process-wide unique integer (also the key of ``Ir._cache``)."""
         return self._id
 
     @property
     def main_graph(self) -> Graph:
+        """The graph a Session runs; the same object on every access."""
         return self._main_graph
 
     @property
     def graphs(self) -> tuple[Graph, ...]:
+        """The main graph, then the subgraphs in creation order."""
         return tuple(self._graphs.values())
 
     def create_graph(self, fn: Any, *args: Any, **kwargs: Any) -> Graph:
@@ -82,22 +91,38 @@ class Ir:
         return graph
 
     def get_graph(self, graph_id: str) -> Graph:
-        return self._graphs[graph_id]
+        """The graph with id ``graph_id`` (``""`` is the main graph).
+
+        Raises:
+            KeyError: no graph of this Ir has that id.
+        """
+        try:
+            return self._graphs[graph_id]
+        except KeyError:
+            raise KeyError(
+                f"{self!r} has no graph with id {graph_id!r}. Its graphs: "
+                f"{sorted(self._graphs)}."
+            ) from None
 
     # ----------------------------------------------------------------- configuration
     @property
     def num_host_transfers(self) -> int:
+        """Data slots per stream per run (default 1); set it before building a Session."""
         return self._num_host_transfers
 
     @num_host_transfers.setter
     def num_host_transfers(self, value: int) -> None:
-        if int(value) < 1:
-            raise ValueError(f"num_host_transfers must be at least 1, got {value}.")
-        self._num_host_transfers = int(value)
+        self._num_host_transfers = _at_least_one("num_host_transfers", value)
         self._edited()
 
     @property
     def replication_factor(self) -> int:
+        """The global replication factor R.
+
+        Raises:
+            RuntimeError: (setter) a Session was already built from this Ir.
+            ValueError: (setter) the value is below 1.
+        """
         return self._replication_factor
 
     @replication_factor.setter
@@ -108,21 +133,24 @@ class Ir:
                 "associated with this ir and cannot change the replication_factor after this. "
                 "Create a new Ir to change it."
             )
-        if int(value) < 1:
-            raise ValueError(f"replication_factor must be at least 1, got {value}.")
-        self._replication_factor = int(value)
+        self._replication_factor = _at_least_one("replication_factor", value)
         self._edited()
 
     @property
     def instance_replication_factor(self) -> int:
+        """The replicas of this process; host buffers use it. ipuxl runs one instance, so it
+        equals :attr:`replication_factor`."""
         return self._replication_factor
 
     def replica_grouping(self, stride: int = 1, group_size: int | None = None) -> ReplicaGrouping:
+        """The grouping that puts replica r in group ``r % stride + stride * (r // (stride
+        * group_size))`` (see ``ReplicaGrouping``)."""
         from ipuxl.replica_grouping import ReplicaGrouping
 
         return ReplicaGrouping._from_stride(self, stride, group_size)
 
     def replica_grouping_from_assignments(self, assignment: list[int]) -> ReplicaGrouping:
+        """The grouping that puts replica r in group ``assignment[r]``."""
         from ipuxl.replica_grouping import ReplicaGrouping
 
         return ReplicaGrouping._from_assignments(self, assignment)
@@ -153,9 +181,11 @@ class Ir:
 
     # ----------------------------------------------------------------- internals
     def _next_counter(self) -> int:
+        """The IR-wide counter behind ``__t<n>`` suffixes (also for internal names)."""
         return next(self._counter)
 
     def _edited(self) -> None:
+        """Record a change, so a Session built earlier can warn that it runs an old copy."""
         self._version += 1
 
     # ----------------------------------------------------------------- dunder
@@ -172,8 +202,18 @@ class Ir:
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Ir):
-            raise TypeError(f"Cannot compare an Ir with {type(other).__name__}.")
+            raise TypeError(
+                f"An Ir can only be compared with another Ir, got {type(other).__name__}: "
+                f"{other!r}."
+            )
         return self._id == other._id
+
+
+def _at_least_one(name: str, value: Any) -> int:
+    """``value`` as an int; a ``ValueError`` naming ``name`` if it is below 1."""
+    if int(value) != value or int(value) < 1:
+        raise ValueError(f"{name} must be an integer of at least 1, got {value!r}.")
+    return int(value)
 
 
 def _configure_persistent_cache() -> None:

@@ -16,20 +16,28 @@ __all__ = ["RemoteBuffer", "remote_buffer"]
 
 
 def _check_entries(entries: int) -> int:
-    if int(entries) < 1:
+    if isinstance(entries, bool) or int(entries) != entries or int(entries) < 1:
         raise ValueError(
-            f"Entries must be a non-zero, positive integer. Got {entries}: a remote buffer "
-            "needs at least one slot."
+            f"Entries must be a non-zero, positive integer. Got {entries!r}: a remote buffer "
+            "needs a whole number of slots, at least one."
         )
     return int(entries)
 
 
 class RemoteBuffer:
-    """``RemoteBuffer(tensor_shape, tensor_dtype, entries)``: needs a graph on the stack."""
+    """``RemoteBuffer(tensor_shape, tensor_dtype, entries)``: ``entries`` slots, each holding
+    one ``tensor_dtype`` tensor of ``tensor_shape``, in the Ir of the current graph.
+
+    The id is 1 + the largest id in that Ir, so each Ir numbers its buffers from 1.
+
+    Raises:
+        RuntimeError: no graph is on the context stack.
+        ValueError: ``entries`` is below 1.
+    """
 
     def __init__(self, tensor_shape: Iterable[int], tensor_dtype: dtypes.dtype, entries: int):
         ir = get_current_context().graph.ir
-        buffers = ir.__dict__.setdefault("_remote_buffers", {})
+        buffers = ir._remote_buffers
         self._ir = ir
         self._remote_buffer_id = max(buffers, default=0) + 1
         self._tensor_shape = tuple(int(d) for d in tensor_shape)
@@ -60,6 +68,11 @@ class RemoteBuffer:
 
     def set_remote_buffer_info(self, tensor_dtype: dtypes.dtype,
                                tensor_shape: Iterable[int], entries: int) -> None:
+        """Replace the slot type and the number of slots.
+
+        Raises:
+            ValueError: ``entries`` is below 1.
+        """
         self._tensor_dtype = tensor_dtype
         self._tensor_shape = tuple(int(d) for d in tensor_shape)
         self._entries = _check_entries(entries)

@@ -37,6 +37,7 @@ from ipuxl.fp8_utils import float8_from_device
 from ipuxl.ir import Ir
 from ipuxl.lowering import fingerprint, host_to_device_array, lower_ir
 from ipuxl.tensor import Constant, Tensor, Variable
+from ipuxl.verify import verify_ir
 
 __all__ = ["Session", "TransferCounts"]
 
@@ -86,6 +87,7 @@ class Session:
                 "nothing: add ops (for example a `host_store` of a result) before building "
                 "a Session."
             )
+        verify_ir(ir)
         self._device = _select_device(device_desc, _devices_needed(ir))
         self._device_desc = device_desc
         ir._prepared = True

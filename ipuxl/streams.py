@@ -1,6 +1,8 @@
 """Host streams: named, typed channels between host arrays and ``host_load``/``host_store``.
 
 A stream lives in the main graph whatever graph is current (a graph must be on the stack).
+Its id is a main-graph tensor id: the name (default ``h2d_stream`` / ``d2h_stream``) under
+the current name scopes, made unique like any tensor id.
 Each execution of a ``host_load`` reads the stream's next slot and each ``host_store``
 writes the next output slot; see ``docs/session.md`` for the host buffer layout.
 
@@ -29,7 +31,7 @@ __all__ = ["HostToDeviceStream", "DeviceToHostStream", "h2d_stream", "d2h_stream
 
 
 class _Stream:
-    _kind = "Stream"
+    """A stream is a handle on its main-graph stream tensor; equal handles share the tensor."""
 
     def __init__(self) -> None:
         raise NotImplementedError(
@@ -57,6 +59,7 @@ class _Stream:
 
     @property
     def tensor_id(self) -> str:
+        """The stream's id: its unique name in the main graph."""
         return self._stream_tensor.id
 
     def __hash__(self) -> int:
@@ -83,7 +86,7 @@ class DeviceToHostStream(_Stream):
 def _make_stream(cls: type, default: str, shape: Iterable[int], dtype: dtypes.dtype,
                  name: str | None) -> Any:
     main = get_current_context().graph.ir.main_graph
-    tensor = main._new_tensor(Tensor, name or default, TensorSpec(shape, dtype), use_scopes=False)
+    tensor = main._new_tensor(Tensor, name or default, TensorSpec(shape, dtype))
     stream = cls._create(tensor)
     main.ir._streams[stream.tensor_id] = stream
     return stream

@@ -21,7 +21,7 @@ from ipuxl import dtypes
 from ipuxl.context import get_current_context
 from ipuxl.op import check_in_graph
 from ipuxl.tensor import Constant, Tensor, TensorSpec, Variable
-from ipuxl.utils import to_numpy
+from ipuxl.utils import downcast_np_dtypes, to_numpy
 
 if TYPE_CHECKING:
     from ipuxl.replica_grouping import ReplicaGrouping
@@ -54,9 +54,14 @@ def variable(
         retrieval_mode: ``"one_per_group"`` (default) or ``"all_replicas"``.
         log2_scale, nan_on_overflow: float8 conversion options (see ``utils.to_numpy``).
 
+    Returns:
+        The variable. Its initial data is a copy of ``data``, except for an ``np.memmap``,
+        which is used in place (and flushed by ``Session.weights_to_host``).
+
     Raises:
+        RuntimeError: no graph is on the context stack.
         ValueError: not in the main graph; bad retrieval mode; data does not match the
-            grouping.
+            grouping; a memmap that would need converting.
     """
     context = get_current_context()
     graph = context.graph
@@ -73,8 +78,14 @@ def variable(
             f"Invalid retrieval_mode: {retrieval_mode!r}. Use one of {_RETRIEVAL_MODES}."
         )
     grouping = replica_grouping or graph.ir.replica_grouping()
+    if isinstance(data, np.memmap):
+        _check_memmap(data, dtype, downcast)
     host = to_numpy(data, dtype, downcast, copy=False, log2_scale=log2_scale,
                     nan_on_overflow=nan_on_overflow)
+    if not isinstance(host, np.memmap):
+        # to_numpy(copy=False) may return the caller's array; the variable owns its data,
+        # so later edits of that array must not change the initial value.
+        host = np.array(host)
     shape = host.shape
     if grouping.num_groups > 1:
         if not shape or shape[0] != grouping.num_groups:
@@ -84,7 +95,7 @@ def variable(
                 f"dimension of size {grouping.num_groups}."
             )
         shape = shape[1:]
-    tensor_dtype = dtype if dtype is not None else dtypes.dtype.as_dtype(host.dtype)
+    tensor_dtype = dtypes.dtype.as_dtype(host.dtype if dtype is None else dtype)
     if isinstance(host, np.memmap) and not host.flags.writeable:
         graph.ir._read_only_memmap = True
     var = graph._new_tensor(Variable, name, TensorSpec(shape, tensor_dtype))
@@ -102,9 +113,20 @@ def constant(
     log2_scale: int | None = None,
     nan_on_overflow: bool | None = None,
 ) -> Constant:
-    """A tensor with fixed data, in the current graph.
+    """A tensor with fixed data, in the current graph (any graph, unlike variables).
+
+    Args:
+        data: the value (host array, memmap, list or scalar); it is copied.
+        dtype: the tensor's dtype; inferred from ``data`` (after downcasting) if None.
+        name: the name; ``t`` if None. Made unique.
+        downcast: turn 64-bit host data into 32-bit when ``dtype`` is None.
+        log2_scale, nan_on_overflow: float8 conversion options (see ``utils.to_numpy``).
+
+    Returns:
+        The constant.
 
     Raises:
+        RuntimeError: no graph is on the context stack.
         TypeError: float8 structured data without an explicit ``dtype``.
     """
     graph = get_current_context().graph
@@ -115,9 +137,13 @@ def constant(
             "Please explicitly set the data type (`dtype=popxl.float8_143` or "
             "`popxl.float8_152`) when creating a float8 constant from host data."
         )
+    if isinstance(data, np.memmap):
+        # A constant keeps a read-only copy: reading the memmap as a plain array makes
+        # to_numpy copy and convert it like any array (it returns memmaps uncopied).
+        data = np.asarray(data)
     host = to_numpy(data, dtype, downcast, copy=True, log2_scale=log2_scale,
                     nan_on_overflow=nan_on_overflow)
-    tensor_dtype = dtype if dtype is not None else dtypes.dtype.as_dtype(host.dtype)
+    tensor_dtype = dtypes.dtype.as_dtype(host.dtype if dtype is None else dtype)
     host.flags.writeable = False
     const = graph._new_tensor(Constant, name, TensorSpec(host.shape, tensor_dtype))
     const._data = host
@@ -134,7 +160,17 @@ def graph_input(
     """Append an input to the current graph; its index is the creation order.
 
     Args:
+        shape: the input's shape.
+        dtype: the input's dtype.
+        name: the name; ``t`` if None. Made unique.
         by_ref: every call site writes the input's final value back to the parent tensor.
+        meta_shape: the full shape before replica sharding (default ``()``).
+
+    Returns:
+        The input tensor. ``graph_input(**tensor.spec)`` copies another tensor's type.
+
+    Raises:
+        RuntimeError: no graph is on the context stack.
     """
     graph = get_current_context().graph
     tensor = graph._new_tensor(Tensor, name, TensorSpec(shape, dtype, meta_shape or ()))
@@ -148,9 +184,35 @@ def graph_output(t: Tensor) -> None:
     """Append ``t`` to the current graph's outputs.
 
     Raises:
+        RuntimeError: no graph is on the context stack.
+        TypeError: ``t`` is not a Tensor.
         ValueError: ``t`` belongs to another graph.
     """
     graph = get_current_context().graph
     check_in_graph(graph, "t", t)
     graph._outputs.append(t)
     graph.ir._edited()
+
+
+def _check_memmap(data: np.memmap, dtype: dtypes.dtype | None, downcast: bool) -> None:
+    """A memmap variable uses the file's memory directly, so it must need no conversion."""
+    wanted = None if dtype is None else dtypes.dtype.as_dtype(dtype).as_numpy()
+    problems = []
+    if wanted is not None and wanted != data.dtype:
+        problems.append(f"`dtype` is {dtype!r} but the memmap holds {data.dtype}")
+    if not (data.flags.c_contiguous and data.flags.aligned):
+        problems.append(
+            f"it is not C-contiguous and aligned (c_contiguous={data.flags.c_contiguous}, "
+            f"aligned={data.flags.aligned})"
+        )
+    if wanted is None and downcast and data.dtype in downcast_np_dtypes:
+        problems.append(
+            f"its dtype {data.dtype} would be downcast to {downcast_np_dtypes[data.dtype]}"
+        )
+    if problems:
+        raise ValueError(
+            "When passing a memory-mapped NumPy array to `popxl.variable`, it is used without "
+            "a copy, so it must need no conversion, but " + "; and ".join(problems) + ". "
+            "Create the memmap C-contiguous with the variable's dtype and pass dtype=None or "
+            "that dtype (and downcast=False for 64-bit data)."
+        )

@@ -17,6 +17,9 @@ from ipuxl.popart import popart_exception
 from ipuxl.tensor import Tensor, TensorSpec
 
 __all__ = [
+    "FLOAT_DTYPES",
+    "INT_DTYPES",
+    "NUMERIC_DTYPES",
     "same_as_input",
     "float_only",
     "bool_output",
@@ -25,9 +28,15 @@ __all__ = [
     "binary_bool_output",
     "require_dtype",
     "normalize_axes",
+    "check_available_memory_proportion",
 ]
 
 FLOAT_DTYPES = (dtypes.float16, dtypes.float32, dtypes.float64, dtypes.bfloat16)
+INT_DTYPES = (
+    dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64,
+    dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.uint64,
+)
+NUMERIC_DTYPES = INT_DTYPES + FLOAT_DTYPES
 
 
 def same_as_input(t: Tensor, *rest: Any, **attrs: Any) -> list[TensorSpec]:
@@ -124,3 +133,16 @@ def normalize_axes(op: str, axes: int | Iterable[int] | None, rank: int) -> tupl
             )
         result.append(axis % rank if rank else 0)
     return tuple(sorted(set(result)))
+
+
+def check_available_memory_proportion(op: str, value: float | None) -> None:
+    """Validate the IPU planning hint ``available_memory_proportion`` (ipuxl ignores it).
+
+    Raises:
+        ValueError: ``value`` is not None and not in (0, 1].
+    """
+    if value is not None and not 0 < value <= 1:
+        raise ValueError(
+            f"{op}: available_memory_proportion must be in (0, 1], got {value}. It is an IPU "
+            "planning hint; leave it as None unless you tune for IPU memory."
+        )

@@ -1,0 +1,107 @@
+"""IR validity, checked when a Session is built: the rules a well-formed Ir obeys.
+
+The inplacing-ambiguity rule (PopXL's, deliberately conservative: it reasons about tensor
+identity and order, never about values). A graph is ambiguous when it has
+
+1. an op M that writes a tensor T (an in-place op, or a call or repeat site that writes
+   a by-reference input back), and
+2. another op O that consumes T, or a tensor aliasing T's memory, by tensor identity, and
+3. no path between M and O through data edges and ``in_sequence`` constraints,
+
+because then the order of M and O, and so the value O sees or leaves, is unspecified.
+Creation order is a topological order of those edges, which makes the path test one
+pass of bitset unions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from ipuxl.graph import Graph
+from ipuxl.op import Op
+from ipuxl.popart import popart_exception
+from ipuxl.tensor import Tensor
+
+__all__ = ["verify_ir", "check_inplacing_ambiguity", "written_tensors"]
+
+
+def verify_ir(ir: Any) -> None:
+    """Raise ``popart_exception`` if any graph of ``ir`` is invalid."""
+    for graph in ir.graphs:
+        check_inplacing_ambiguity(graph)
+
+
+def written_tensors(op: Op) -> Iterator[Tensor]:
+    """The tensors ``op`` overwrites (by identity)."""
+    if op.opdef.modifies is not None:
+        yield op.inputs[op.opdef.modifies]
+    for index in op.attrs.get("modified", ()):
+        if op.name != "call" or not _is_loop_wrapper_call(op):
+            yield op.inputs[index]
+
+
+def _is_loop_wrapper_call(op: Op) -> bool:
+    # The call inside a repeat's wrapper graph writes every wrapper input back so that the
+    # loop can pick what persists; the wrapper inputs have no other consumer.
+    return op.graph.id.endswith(")") and "__loop_wrapper_subgraph(" in op.graph.id
+
+
+def _memory_roots(graph: Graph) -> dict[Tensor, frozenset[Tensor]]:
+    """For every tensor of ``graph``, the tensors owning the memory it aliases."""
+    roots: dict[Tensor, frozenset[Tensor]] = {}
+
+    def of(tensor: Tensor) -> frozenset[Tensor]:
+        return roots.get(tensor, frozenset((tensor,)))
+
+    for op in graph.ops:
+        if op.opdef.is_view:
+            aliased = frozenset().union(*(of(t) for t in op.inputs))
+            for output in op.outputs:
+                roots[output] = aliased
+        elif op.opdef.is_modifying and op.opdef.returns_alias and op.outputs:
+            roots[op.outputs[0]] = of(op.inputs[op.opdef.modifies])
+    return roots
+
+
+def check_inplacing_ambiguity(graph: Graph) -> None:
+    """Raise ``popart_exception("Inplacing ambiguity detected. ...")`` for ``graph``."""
+    ops = graph.ops
+    index = {id(op): i for i, op in enumerate(ops)}
+    ancestors: list[int] = []
+    for i, op in enumerate(ops):
+        bits = 0
+        predecessors = [t._producer for t in op.inputs if t._producer is not None]
+        predecessors += [p for p in op.after if p.graph is graph]
+        for predecessor in predecessors:
+            j = index.get(id(predecessor))
+            if j is not None and j < i:
+                bits |= ancestors[j] | (1 << j)
+        ancestors.append(bits)
+    roots = _memory_roots(graph)
+    readers: dict[Tensor, list[int]] = {}
+    for i, op in enumerate(ops):
+        for tensor in op.inputs:
+            for root in roots.get(tensor, (tensor,)):
+                readers.setdefault(root, []).append(i)
+    for m, op in enumerate(ops):
+        for written in written_tensors(op):
+            for root in roots.get(written, (written,)):
+                for o in readers.get(root, ()):
+                    if o == m or ancestors[o] >> m & 1 or ancestors[m] >> o & 1:
+                        continue
+                    other = ops[o]
+                    raise popart_exception(
+                        "Inplacing ambiguity detected. "
+                        f"`{op.name}` (at {_where(op)}) writes `{written.id}`, and "
+                        f"`{other.name}` (at {_where(other)}) uses `{root.id}`"
+                        f"{'' if root is written else ' (aliased by it)'}, but nothing orders "
+                        "the two ops, so the value read or kept is unspecified. Order them "
+                        "with `with popxl.in_sequence():` around both, or read the in-place "
+                        "op's output instead of the original tensor."
+                    )
+
+
+def _where(op: Op) -> str:
+    file, line = op.location
+    return f"{file.rsplit('/', 1)[-1]}:{line}"
