@@ -4,8 +4,11 @@
 ``import popxl`` (and ``import popart``) resolve to ipuxl in this process.
 """
 
-from ipuxl import dtypes, ops, transforms
-from ipuxl.alias import alias_popxl
+# Importable but not in PopXL's __all__ (the `x as x` form marks a re-export).
+from ipuxl import dtypes as dtypes
+from ipuxl import ops as ops
+from ipuxl import transforms as transforms
+from ipuxl.alias import alias_popxl as alias_popxl
 from ipuxl.context import (
     gcg,
     get_current_graph,
@@ -18,8 +21,8 @@ from ipuxl.context import (
     ipu,
     name_scope,
 )
+from ipuxl.dtypes import bfloat16 as bfloat16  # an ipuxl extension
 from ipuxl.dtypes import (
-    bfloat16,
     bool,
     complex64,
     complex128,
@@ -50,7 +53,9 @@ from ipuxl.remote_buffer import RemoteBuffer, remote_buffer
 from ipuxl.replica_grouping import ReplicaGrouping
 from ipuxl.session import Session
 from ipuxl.streams import DeviceToHostStream, HostToDeviceStream, d2h_stream, h2d_stream
-from ipuxl.tensor import Constant, Tensor, TensorByRef, TensorSpec, Variable
+from ipuxl.tensor import Constant as Constant
+from ipuxl.tensor import Tensor, TensorByRef, TensorSpec
+from ipuxl.tensor import Variable as Variable
 from ipuxl.tensor_factories import constant, graph_input, graph_output, variable
 from ipuxl.tensor_location import (
     ReplicatedTensorSharding,
@@ -76,6 +81,3 @@ __all__ = [
     "TensorSpec", "TensorStorage", "TensorLocation", "ReplicatedTensorSharding", "TileSet",
     "ExecutionContext", "Session",
 ]
-
-# Not in PopXL's __all__ but importable: ipuxl extensions and PopXL's extras.
-_ = (bfloat16, Constant, Variable, alias_popxl, dtypes, ops, transforms)

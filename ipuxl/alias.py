@@ -1,5 +1,10 @@
 """Make ``import popxl`` (and ``import popart``) resolve to ipuxl in this process.
 
+After :func:`alias_popxl`, ``popxl`` *is* the ``ipuxl`` package: ``popxl.ops is
+ipuxl.ops``, ``popxl.X`` is ``ipuxl.X`` for every submodule, ``popart`` is the
+compatibility shim ``ipuxl.popart``, and ``popart.ir`` (PopXL's predecessor) is ipuxl too.
+The ipuxl modules keep their own ``__name__`` and ``__spec__``.
+
 Example:
     >>> import ipuxl
     >>> ipuxl.alias_popxl()
@@ -12,6 +17,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.abc
+import importlib.machinery
 import importlib.util
 import sys
 from types import ModuleType
@@ -19,45 +25,75 @@ from typing import Any
 
 __all__ = ["alias_popxl"]
 
-# Imported as `popxl.<name>` but not a module of its own in ipuxl.
-_ATTRIBUTE_MODULES: dict[str, str] = {}
-
-
-class _AliasFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Serves ``popxl.X`` as ``ipuxl.X`` and ``popart`` as ``ipuxl.popart``."""
-
-    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
-        target_name = _target(fullname)
-        if target_name is None:
-            return None
-        return importlib.util.spec_from_loader(fullname, self)
-
-    def create_module(self, spec: Any) -> ModuleType:
-        module = importlib.import_module(_target(spec.name))  # type: ignore[arg-type]
-        return module
-
-    def exec_module(self, module: ModuleType) -> None:
-        return None
+# Alias package name -> the ipuxl module it stands for. Longest prefixes first, so that
+# `popart.ir` wins over `popart`.
+_PREFIXES: tuple[tuple[str, str], ...] = (
+    ("popart.ir", "ipuxl"),
+    ("popxl", "ipuxl"),
+    ("popart", "ipuxl.popart"),
+)
 
 
 def _target(fullname: str) -> str | None:
-    if fullname == "popxl" or fullname.startswith("popxl."):
-        return "ipuxl" + fullname[len("popxl"):]
-    if fullname == "popart" or fullname.startswith("popart."):
-        return "ipuxl.popart" + fullname[len("popart"):]
+    """The ipuxl module that the alias ``fullname`` stands for, or None if not an alias."""
+    for alias, target in _PREFIXES:
+        if fullname == alias or fullname.startswith(alias + "."):
+            return target + fullname[len(alias):]
     return None
+
+
+class _AliasFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Serves ``popxl.X`` as the module ``ipuxl.X`` itself (not a copy)."""
+
+    def __init__(self) -> None:
+        # The ipuxl module's own spec, by alias name, between create_module and exec_module.
+        self._own_specs: dict[str, importlib.machinery.ModuleSpec | None] = {}
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None
+                  ) -> importlib.machinery.ModuleSpec | None:
+        target_name = _target(fullname)
+        if target_name is None:
+            return None
+        try:
+            found = importlib.util.find_spec(target_name)
+        except ModuleNotFoundError:
+            found = None
+        if found is None:
+            return None  # the usual "No module named 'popxl.X'"
+        return importlib.util.spec_from_loader(fullname, self)
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
+        module = importlib.import_module(_target(spec.name))  # type: ignore[arg-type]
+        self._own_specs[spec.name] = module.__spec__
+        return module
+
+    def exec_module(self, module: ModuleType) -> None:
+        # The import system has just overwritten `module.__spec__` with the alias spec (it
+        # always does); give the ipuxl module its own spec back, since `importlib.reload`,
+        # pickling and `python -m` rely on it. `__name__`, `__loader__`, `__package__` and
+        # `__path__` were already set, so the import system left them alone.
+        spec = module.__spec__
+        assert spec is not None
+        module.__spec__ = self._own_specs.pop(spec.name)
 
 
 _FINDER = _AliasFinder()
 
 
 def alias_popxl() -> None:
-    """After this call ``import popxl``, ``import popxl.ops`` and ``import popart`` give
-    ipuxl's modules. Calling it again does nothing."""
+    """Make ``import popxl``, ``import popxl.ops``, ``from popxl.tensor import Tensor`` and
+    ``import popart`` give ipuxl's modules in this process. Calling it again does nothing.
+
+    Modules already imported under the alias names (a real PopXL) are left in place.
+    """
     if _FINDER not in sys.meta_path:
         sys.meta_path.insert(0, _FINDER)
     for name, module in list(sys.modules.items()):
         if name == "ipuxl" or name.startswith("ipuxl."):
-            alias = "popxl" + name[len("ipuxl"):]
-            sys.modules.setdefault(alias, module)
-    sys.modules.setdefault("popart", importlib.import_module("ipuxl.popart"))
+            sys.modules.setdefault("popxl" + name[len("ipuxl"):], module)
+    popart = sys.modules.setdefault("popart", importlib.import_module("ipuxl.popart"))
+    # `ipuxl.popart` is a module, not a package, so the import system cannot find
+    # `popart.ir` below it: register it directly.
+    if popart is sys.modules["ipuxl.popart"]:
+        popart_ir = sys.modules.setdefault("popart.ir", sys.modules["ipuxl"])
+        popart.ir = popart_ir  # type: ignore[attr-defined]

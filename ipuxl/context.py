@@ -22,9 +22,11 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from types import FrameType
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
+    from ipuxl.execution_context import ExecutionContext
     from ipuxl.graph import Graph
     from ipuxl.ir import Ir
     from ipuxl.op import Op
@@ -205,18 +207,37 @@ def in_sequence(mode: bool | Literal["pass"] = True) -> Iterator[bool | Literal[
     ``"pass"``: no constraints. Separate outermost blocks do not chain. Works as a
     decorator too (``@popxl.in_sequence()``).
 
+    Yields:
+        ``mode``.
+
     Raises:
         TypeError: ``mode`` is None.
+        ValueError: ``mode`` is not True, False or ``"pass"``.
+
+    Example:
+        >>> import ipuxl as popxl
+        >>> ir = popxl.Ir()
+        >>> with ir.main_graph, popxl.in_sequence():
+        ...     x = popxl.variable(1.0)
+        ...     a = x + 1.0
+        ...     b = x * 2.0
+        >>> add, mul = ir.main_graph.ops
+        >>> mul.after == (add,)
+        True
     """
     if mode is None:
         raise TypeError("`None` cannot be passed to `in_sequence`. Try `False` instead.")
     if mode not in (True, False, "pass"):
-        raise ValueError(f"in_sequence mode must be True, False or 'pass', got {mode!r}.")
+        raise ValueError(
+            f"in_sequence takes True, False or \"pass\", got {mode!r}. Use True to order "
+            "the ops created inside, False to leave them unordered."
+        )
     outer = _CONTEXT.sequence[-1] if _CONTEXT.sequence else None
-    # A new block starts from where the enclosing ordered block stands; an outermost
-    # block starts empty, so separate outermost blocks do not chain.
-    start = dict(outer.previous) if outer is not None and outer.mode is not None else {}
-    block = _SequenceBlock(mode, previous=start)
+    # A new block starts from where the enclosing ordered block stands. An outermost
+    # block, or one inside "pass", starts empty: such blocks do not chain to other ops.
+    ordered_outer = outer is not None and outer.mode in (True, False)
+    start = dict(outer.previous) if ordered_outer else {}
+    block = _SequenceBlock(mode, previous=dict(start))  # a copy: `start` is compared at exit
     _CONTEXT.sequence.append(block)
     try:
         yield mode
@@ -245,9 +266,11 @@ def _merge_block_into(
 
 
 @contextlib.contextmanager
-def _execution_context(name: str) -> Iterator[None]:
+def _execution_context(context: ExecutionContext) -> Iterator[None]:
+    """Put the ops created inside into the program fragment ``context`` (for example the
+    weights-from-host fragment a Session runs before the first run)."""
     previous = _CONTEXT.execution_context
-    _CONTEXT.execution_context = name
+    _CONTEXT.execution_context = context.value
     try:
         yield
     finally:
@@ -281,18 +304,25 @@ def debug_context_frame_offset(offset: int) -> Iterator[None]:
 
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
-_SKIPPED_DIRS = (_PACKAGE_DIR, os.path.dirname(contextlib.__file__))
+_SKIPPED_DIRS = (_PACKAGE_DIR + os.sep, os.path.dirname(contextlib.__file__) + os.sep)
 
 
 def user_location() -> tuple[str, int]:
-    """(file, line) of the innermost frame outside ipuxl and the standard library."""
-    frame = sys._getframe(1)
-    while frame is not None and frame.f_code.co_filename.startswith(_SKIPPED_DIRS):
-        frame = frame.f_back
+    """(file, line) of the innermost frame outside ipuxl and the standard library, or,
+    under ``debug_context_frame_offset(n)``, of the n-th such frame further out."""
+    frame = _outside_ipuxl(sys._getframe(1))
     for _ in range(_CONTEXT.debug_frame_offset):
-        if frame is None or frame.f_back is None:
+        outer = _outside_ipuxl(frame.f_back) if frame is not None else None
+        if outer is None:
             break
-        frame = frame.f_back
+        frame = outer
     if frame is None:
         return ("<unknown>", 0)
     return (frame.f_code.co_filename, frame.f_lineno)
+
+
+def _outside_ipuxl(frame: FrameType | None) -> FrameType | None:
+    """``frame`` or the first frame out from it that is not ipuxl's or the stdlib's."""
+    while frame is not None and frame.f_code.co_filename.startswith(_SKIPPED_DIRS):
+        frame = frame.f_back
+    return frame

@@ -10,6 +10,9 @@ __all__ = ["ExecutionContext"]
 
 
 class ExecutionContext(Enum):
+    """The program fragment an op runs in; each op records it in ``op.execution_context``
+    (the member's value), and ``in_sequence`` chains ops only within one fragment."""
+
     Normal = "normal"
     AccumulateOuterFragment = "accumulate_outer_fragment"
     WeightsFromHostFragment = "weights_from_host"

@@ -4,11 +4,21 @@ conversion between the host layout and the executable's ``[slots, *shape]`` arra
 The host array of stream ``s`` has shape ``extra + s.shape`` where ``extra`` is
 ``(num_host_transfers,)`` when that is above 1, then ``(replicas,)`` when there are
 several replicas. Dimensions of size 1 are left out; the stream's own shape never is.
+A Session computes one :class:`StreamLayout` per stream when it is built, so a run only
+compares shapes and copies data.
+
+Example:
+    >>> from types import SimpleNamespace
+    >>> import ipuxl as popxl
+    >>> stream = SimpleNamespace(shape=(2, 4), dtype=popxl.float32, tensor_id="x")
+    >>> StreamLayout.of(stream, "input", slots=4, replicas=16).host_shape
+    (4, 16, 2, 4)
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -16,12 +26,14 @@ import numpy as np
 from ipuxl.utils import to_numpy
 
 __all__ = [
-    "convert_input",
-    "host_shape",
+    "StreamLayout",
     "extra_dims",
+    "host_shape",
     "check_stream_set",
+    "convert_input",
     "check_array_shape",
     "to_device_layout",
+    "output_array",
     "write_slots",
 ]
 
@@ -32,20 +44,70 @@ def extra_dims(slots: int, replicas: int) -> tuple[int, ...]:
 
 
 def host_shape(stream: Any, slots: int, replicas: int) -> tuple[int, ...]:
+    """The shape of the host array of ``stream``: ``extra_dims + stream.shape``."""
     return extra_dims(slots, replicas) + tuple(stream.shape)
 
 
-def check_stream_set(kind: str, expected: set[Any], given: Mapping[Any, Any]) -> None:
+@dataclass(frozen=True)
+class StreamLayout:
+    """Everything a run needs to know about one stream's host and device arrays.
+
+    Attributes:
+        stream: the HostToDeviceStream or DeviceToHostStream.
+        kind: ``"input"`` or ``"output"`` (the word used in error messages).
+        slots: ``num_host_transfers``.
+        replicas: the instance replication factor.
+        host_shape: the host array's shape, ``extra_dims + stream.shape``.
+        device_shape: the executable's array shape, ``(slots, [replicas,] *stream.shape)``.
+        host_dtype: the numpy dtype of host arrays (structured for float8).
+        device_dtype: the numpy dtype of the executable's arrays.
+        is_float8: the stream's dtype is a float8 format (host data is bytes).
+        one_element: the stream holds one element (PopXL's leniency applies).
+    """
+
+    stream: Any
+    kind: str
+    slots: int
+    replicas: int
+    host_shape: tuple[int, ...]
+    device_shape: tuple[int, ...]
+    host_dtype: np.dtype
+    device_dtype: np.dtype
+    is_float8: bool
+    one_element: bool
+
+    @classmethod
+    def of(cls, stream: Any, kind: str, slots: int, replicas: int) -> StreamLayout:
+        shape = tuple(stream.shape)
+        return cls(
+            stream=stream,
+            kind=kind,
+            slots=slots,
+            replicas=replicas,
+            host_shape=extra_dims(slots, replicas) + shape,
+            device_shape=(slots,) + (replicas,) * (replicas > 1) + shape,
+            host_dtype=np.dtype(stream.dtype.as_numpy()),
+            device_dtype=np.dtype(stream.dtype.jax_dtype),
+            is_float8=bool(stream.dtype.is_float8),
+            one_element=int(np.prod(shape, dtype=np.int64)) == 1,
+        )
+
+    @property
+    def leading(self) -> int:
+        """How many extra dimensions the host array has before the stream's shape."""
+        return len(self.host_shape) - len(self.stream.shape)
+
+
+def check_stream_set(kind: str, expected: Set[Any], given: Mapping[Any, Any]) -> None:
     """The streams passed must be exactly the streams the program uses.
 
     Raises:
         ValueError: ``Unexpected/Missing <kind>.`` with both sets.
     """
-    given_set = set(given)
-    if given_set == expected:
+    if given.keys() == expected:
         return
-    unexpected = {str(s) for s in given_set - expected}
-    missing = {str(s) for s in expected - given_set}
+    unexpected = {str(s) for s in given.keys() - expected}
+    missing = {str(s) for s in expected - given.keys()}
     raise ValueError(
         f"Unexpected/Missing {kind}.\n  Unexpected: {unexpected}\n  Missing: {missing}\n"
         f"Pass exactly one array for each stream the program uses a "
@@ -53,8 +115,28 @@ def check_stream_set(kind: str, expected: set[Any], given: Mapping[Any, Any]) ->
     )
 
 
-def check_array_shape(kind: str, stream: Any, array: np.ndarray, slots: int,
-                      replicas: int) -> None:
+def convert_input(layout: StreamLayout, value: Any, downcast: bool) -> np.ndarray:
+    """A user's input value as a host array (float8 streams take bytes as they are).
+
+    Raises:
+        TypeError: a float8 stream got data that is neither float8 host data nor bytes.
+    """
+    if not layout.is_float8:
+        return to_numpy(value, downcast=downcast, copy=False)
+    array = np.asarray(value)
+    if array.dtype.names is not None and array.dtype.itemsize == 1:
+        return array.view(np.uint8)
+    if array.dtype != np.uint8:
+        raise TypeError(
+            f"Float8 stream {layout.stream.tensor_id} needs float8 host data (the structured "
+            f"dtype {layout.host_dtype}) or its uint8 bytes; got {array.dtype}. Convert it "
+            "with `popxl.fp8_utils.host_pow2scale_cast_to_fp8(data, "
+            f"popxl.{layout.stream.dtype.name})`."
+        )
+    return array
+
+
+def check_array_shape(layout: StreamLayout, array: np.ndarray) -> None:
     """Apply PopXL's checks, in order, to the host array of one stream.
 
     Raises:
@@ -62,80 +144,86 @@ def check_array_shape(kind: str, stream: Any, array: np.ndarray, slots: int,
             of the shape is not the stream's.
     """
     shape = array.shape
+    if shape == layout.host_shape:
+        return
+    slots, replicas, kind = layout.slots, layout.replicas, layout.kind
+    stream_id = layout.stream.tensor_id
     if slots > 1 and (not shape or shape[0] < slots):
         found = shape[0] if shape else "none"
         raise ValueError(
-            f"Dimension 0 ({found}) for the array provided for {kind} stream "
-            f"{stream.tensor_id} is not large enough.\nIt should be at least of size "
-            f"num_host_transfers = {slots}"
+            f"Dimension 0 ({found}) for the array provided for {kind} stream {stream_id} is "
+            f"not large enough.\nIt should be at least of size num_host_transfers = {slots}"
         )
     replica_dim = 1 if slots > 1 else 0
     if replicas > 1 and (len(shape) <= replica_dim or shape[replica_dim] != replicas):
         found = shape[replica_dim] if len(shape) > replica_dim else "none"
         raise ValueError(
             f"Dimension {replica_dim} ({found}) for the array provided for {kind} stream "
-            f"{stream.tensor_id} is the wrong size.\nIt should be of size replication_factor "
+            f"{stream_id} is the wrong size.\nIt should be of size replication_factor "
             f"= {replicas}"
         )
-    leading = len(extra_dims(slots, replicas))
-    if shape[leading:] == tuple(stream.shape):
-        return
-    # PopXL's leniency: a single-element stream accepts an array whose squeezed shape has
+    leading = layout.leading
+    if shape[leading:] == tuple(layout.stream.shape):
+        return  # a longer leading dimension than num_host_transfers
+    # PopXL's leniency: a one-element stream accepts an array whose squeezed shape has
     # nothing left beyond the leading dims (e.g. a 0-d array for a (1,) stream).
-    stream_size = int(np.prod(stream.shape, dtype=np.int64))
-    if stream_size == 1 and array.squeeze().shape[leading:] == () and (
-        array.size == int(np.prod(extra_dims(slots, replicas), dtype=np.int64))
-        or slots > 1 and array.shape[0] >= slots
+    extra_size = int(np.prod(layout.host_shape[:leading], dtype=np.int64))
+    if layout.one_element and array.squeeze().shape[leading:] == () and (
+        array.size == extra_size or slots > 1 and shape[0] >= slots
     ):
         return
-    full = host_shape(stream, slots, replicas)
     raise ValueError(
-        f"Shape mismatch for {kind} stream {stream.tensor_id}:\nStream shape = "
-        f"{tuple(stream.shape)}, therefore expected full global batch shape {full}. Got array "
-        f"shape = {shape}"
+        f"Shape mismatch for {kind} stream {stream_id}:\nStream shape = "
+        f"{tuple(layout.stream.shape)}, therefore expected full global batch shape "
+        f"{layout.host_shape}. Got array shape = {shape}"
     )
 
 
-def convert_input(stream: Any, value: Any, downcast: bool) -> np.ndarray:
-    """A user's input value as a host array (float8 streams take bytes as they are)."""
-    if stream.dtype.is_float8:
-        array = np.asarray(value)
-        return array.view(np.uint8) if array.dtype.names is not None else array
-    return to_numpy(value, downcast=downcast, copy=False)
-
-
-def to_device_layout(stream: Any, array: np.ndarray, slots: int, replicas: int) -> np.ndarray:
+def to_device_layout(layout: StreamLayout, array: np.ndarray) -> np.ndarray:
     """A checked host array as the executable's ``[slots, (replicas,) *shape]`` array."""
-    leading = extra_dims(slots, replicas)
-    if slots > 1:
-        array = array[:slots]
-    elif array.ndim > len(leading) + len(stream.shape) and array.shape[0] >= 1:
-        array = array[:1]  # a lenient array with a spare leading dimension
-    per_slot = (replicas,) * (replicas > 1) + tuple(stream.shape)
-    array = array.reshape((slots, *per_slot))
-    target = stream.dtype.jax_dtype
-    if array.dtype != target:
-        array = array.view(target) if stream.dtype.is_float8 else array.astype(target)
+    if array.shape != layout.host_shape:
+        if layout.slots > 1:
+            array = array[:layout.slots]  # a longer leading dimension: the rest is unused
+        array = array.reshape(layout.device_shape)  # lenient shapes
+    else:
+        array = array.reshape(layout.device_shape)
+    if array.dtype != layout.device_dtype:
+        array = (array.view(layout.device_dtype) if layout.is_float8
+                 else array.astype(layout.device_dtype))
     return array
 
 
-def write_slots(stream: Any, result: np.ndarray, out: np.ndarray, slots: int, replicas: int,
+def _as_host_dtype(layout: StreamLayout, result: np.ndarray) -> np.ndarray:
+    if layout.is_float8:
+        return result.view(np.uint8).view(layout.host_dtype)
+    return result
+
+
+def output_array(layout: StreamLayout, result: np.ndarray) -> np.ndarray:
+    """A new host array from an output the run wrote completely (every slot)."""
+    return np.array(_as_host_dtype(layout, result)).reshape(layout.host_shape)
+
+
+def write_slots(layout: StreamLayout, result: np.ndarray, out: np.ndarray,
                 written: frozenset[int] | np.ndarray) -> None:
-    """Copy the slots the run wrote from ``result`` ``[slots, ...]`` into the user's array."""
-    if out.dtype.names is not None or stream.dtype.is_float8:
+    """Copy the slots the run wrote from ``result`` ``[slots, ...]`` into the user's array.
+
+    Writes go through ``out`` itself, so an array that is a view of a larger one is filled
+    in place. Slots the run did not write keep the caller's values.
+    """
+    if out.dtype.names is not None or layout.is_float8:
         out = out.view(np.uint8)
         result = result.view(np.uint8)
-    per_slot = (replicas,) * (replicas > 1) + tuple(stream.shape)
+    slots = layout.slots
+    slot_list = sorted(written) if isinstance(written, frozenset) else np.flatnonzero(written)
     if slots == 1:
-        if 0 in (written if isinstance(written, frozenset) else np.flatnonzero(written)):
+        if len(slot_list):
             out[...] = result[0].reshape(out.shape)
         return
-    view = out[:slots]
-    if view.shape != (slots, *per_slot):  # a lenient array: reshape (a view if contiguous)
-        view = view.reshape((slots, *per_slot))
-    slot_list = sorted(written) if isinstance(written, frozenset) else np.flatnonzero(written)
+    target = out[:slots]  # a longer leading dimension is accepted; the rest is untouched
     if len(slot_list) == slots:
-        view[...] = result
-    else:
-        for slot in slot_list:
-            view[slot] = result[slot]
+        target[...] = result.reshape(target.shape)
+        return
+    slot_shape = target.shape[1:]
+    for slot in slot_list:
+        target[slot] = result[slot].reshape(slot_shape)

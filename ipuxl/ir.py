@@ -41,6 +41,8 @@ class Ir:
     _cache: weakref.WeakValueDictionary[int, Ir] = weakref.WeakValueDictionary()
 
     def __init__(self, replication: int | str = 1) -> None:
+        replication_factor = 1 if replication == "popdist" else _at_least_one(
+            "replication", replication)
         self._id = next(_ir_ids)
         Ir._cache[self._id] = self
         self._counter = itertools.count()
@@ -49,8 +51,7 @@ class Ir:
         self._main_graph = Graph._create(self, "")
         self._graphs[""] = self._main_graph
         self._num_host_transfers = 1
-        self._replication_factor = 1 if replication == "popdist" else _at_least_one(
-            "replication", replication)
+        self._replication_factor = replication_factor
         self._streams: dict[str, Any] = {}
         self._remote_buffers: dict[int, RemoteBuffer] = {}
         self._version = 0
@@ -75,7 +76,16 @@ class Ir:
         return tuple(self._graphs.values())
 
     def create_graph(self, fn: Any, *args: Any, **kwargs: Any) -> Graph:
-        """Trace ``fn`` (a function or a ``popxl.Module``) into a new subgraph."""
+        """Trace ``fn`` (a function or a ``popxl.Module``) into a new subgraph.
+
+        Args:
+            fn: the function, or a Module whose ``build`` is traced.
+            *args, **kwargs: ``fn``'s arguments; tensors and tensor specs become graph
+                inputs named after their parameters (see ``ipuxl.tracing``).
+
+        Returns:
+            The new graph, ``"<fn qualname>_subgraph(<k>)"``.
+        """
         from ipuxl.tracing import create_graph
 
         return create_graph(self, fn, *args, **kwargs)

@@ -140,9 +140,12 @@ class OpDef:
     ) -> list[str]:
         if self.output_names is not None:
             return list(self.output_names(inputs, attrs))
+        # In-place and view variants share their base op's name: relu_ -> relu_inplace_out,
+        # slice_ -> slice_out.
+        base = self.name.rstrip("_")
         if self.modifies is not None:
-            return [f"{self.name.rstrip('_')}_inplace_out"] * count
-        return [f"{self.name}_out"] * count
+            return [f"{base}_inplace_out"] * count
+        return [f"{base}_out"] * count
 
 
 @dataclass(eq=False)
@@ -166,7 +169,8 @@ class Op:
         return self.opdef.name
 
     def __repr__(self) -> str:
-        return f"Op[{self.name} in {self.graph.id or 'main'} at {self.location[0]}:{self.location[1]}]"
+        file, line = self.location
+        return f"Op[{self.name} in {self.graph.id or 'main'} at {file}:{line}]"
 
 
 def check_is_tensor(arg: str, value: Any) -> None:

@@ -22,8 +22,10 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import os
+import sys
 import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -36,12 +38,15 @@ from ipuxl import host_buffers
 from ipuxl.fp8_utils import float8_from_device
 from ipuxl.ir import Ir
 from ipuxl.lowering import fingerprint, host_to_device_array, lower_ir
+from ipuxl.popart import poplar_application_runtime_error
 from ipuxl.tensor import Constant, Tensor, Variable
 from ipuxl.verify import verify_ir
 
 __all__ = ["Session", "TransferCounts"]
 
 _DEVICE_TYPES = ("ipu_hw", "ipu_model", "cpu")
+
+_LOGGER = logging.getLogger(__name__)
 
 # Compiled executables by (fingerprint of the Ir, device): Sessions built from identical
 # programs share one compilation.
@@ -81,6 +86,12 @@ class Session:
         device_desc = os.environ.get("POPXL_OFFLINE_DEVICE") or device_desc
         self._ir = ir
         self.weights_to_host_on_exit = weights_to_host_on_exit and not ir._read_only_memmap
+        if weights_to_host_on_exit and ir._read_only_memmap:
+            _LOGGER.info(
+                "The Ir %s has a read-only memory-mapped variable: weights_to_host_on_exit is "
+                "set to False, so leaving `with session:` does not copy weights to the host.",
+                ir.id,
+            )
         if not any(graph.ops for graph in ir.graphs):
             raise RuntimeError(
                 f"The Ir {ir.id} has no graphs. The graphs may have all been optimised to "
@@ -97,14 +108,19 @@ class Session:
         self._program = lower_ir(ir)
         self._compiled, self._static_written = self._compile()
         program = self._program
-        self._expected_inputs = set(program.h2d_streams)
-        self._expected_outputs = set(program.d2h_streams)
+        self._expected_inputs = frozenset(program.h2d_streams)
+        self._expected_outputs = frozenset(program.d2h_streams)
+        self._input_layouts = tuple(
+            host_buffers.StreamLayout.of(s, "input", self._slots, self._replicas)
+            for s in program.h2d_streams)
+        # Per output stream: its layout, and the slots the run writes when known statically
+        # (None: the executable returns a mask of them).
+        self._output_layouts = tuple(
+            (host_buffers.StreamLayout.of(s, "output", self._slots, self._replicas), written)
+            for s, written in zip(program.d2h_streams, self._static_written))
         self._host_weights: dict[Variable, np.ndarray] = {v: v._data for v in program.variables}
         self._device_state: tuple[jax.Array, ...] | None = None
-        self._device_constants = tuple(
-            jax.device_put(host_to_device_array(c._data), self._device)
-            for c in program.arg_constants
-        )
+        self._device_constants = self._to_device([c._data for c in program.arg_constants])
         self._host_in_sync = True
         self._attach_stack: list[bool] = []
         self._attached = False
@@ -114,6 +130,13 @@ class Session:
     # ----------------------------------------------------------------- compile
     def _x64(self) -> contextlib.AbstractContextManager:
         return jax.enable_x64(True) if self._program.uses_64bit else contextlib.nullcontext()
+
+    def _to_device(self, host_arrays: Iterable[np.ndarray]) -> tuple[jax.Array, ...]:
+        """Copy host arrays to the device as the executable expects them (64-bit types
+        stay 64-bit: the copy happens in the same x64 mode as the compilation)."""
+        with self._x64():
+            return tuple(jax.device_put(host_to_device_array(data), self._device)
+                         for data in host_arrays)
 
     def _compile(self) -> tuple[Any, tuple]:
         key = (fingerprint(self._ir, self._device_desc), str(self._device))
@@ -157,7 +180,7 @@ class Session:
                 self._attached = True
                 self.weights_from_host()
             except BaseException:
-                self.__exit__(None, None, None)
+                self.__exit__(*sys.exc_info())
                 raise
         return self
 
@@ -179,10 +202,8 @@ class Session:
     def weights_from_host(self) -> None:
         """Copy every host weight to the device."""
         self._check_attached()
-        self._device_state = tuple(
-            jax.device_put(host_to_device_array(self._host_weights[v]), self._device)
-            for v in self._program.variables
-        )
+        self._device_state = self._to_device(
+            [self._host_weights[v] for v in self._program.variables])
         self.transfers.weights_from_host += 1
 
     def weights_to_host(self) -> None:
@@ -209,23 +230,37 @@ class Session:
 
     # ----------------------------------------------------------------- run
     def create_host_outputs(self) -> dict[Any, np.ndarray]:
-        """Zero-filled host arrays for every output stream, in the host layout."""
-        return {
-            s: np.zeros(host_buffers.host_shape(s, self._slots, self._replicas),
-                        s.dtype.as_numpy())
-            for s in self._program.d2h_streams
-        }
+        """Zero-filled host arrays for every output stream, in the host layout (PopXL's
+        ``np.empty`` leaves garbage in slots a run does not write)."""
+        return {layout.stream: np.zeros(layout.host_shape, layout.host_dtype)
+                for layout, _ in self._output_layouts}
 
     def run(self, inputs: Mapping[Any, Any] | None = None, downcast_inputs: bool = True
             ) -> dict[Any, np.ndarray]:
         """Run the main graph once and return the output streams' host arrays.
 
+        Args:
+            inputs: one host array (or list, scalar, torch tensor) per h2d stream that the
+                program loads, in the host layout ``[nht,] [replicas,] *stream.shape``.
+            downcast_inputs: convert 64-bit inputs to 32 bits first.
+
+        Returns:
+            A new array per d2h stream the program stores to; slots not written are zero.
+
         Raises:
-            ValueError: not attached, or the inputs do not match the streams (§ Session).
+            ValueError: not attached, or the inputs do not match the streams.
+            poplar_application_runtime_error: the program failed while running.
         """
         self._check_attached()
-        outputs = self.create_host_outputs()
-        self.run_with_outputs(inputs, outputs, downcast_inputs)
+        self._warn_if_edited()
+        results = self._execute(inputs, None, downcast_inputs)
+        outputs = {}
+        for (layout, written), (result, mask) in zip(self._output_layouts, results):
+            if written is not None and len(written) == layout.slots:
+                outputs[layout.stream] = host_buffers.output_array(layout, result)
+            else:
+                outputs[layout.stream] = out = np.zeros(layout.host_shape, layout.host_dtype)
+                host_buffers.write_slots(layout, result, out, written if mask is None else mask)
         return outputs
 
     def run_with_outputs(self, inputs: Mapping[Any, Any] | None = None,
@@ -234,51 +269,86 @@ class Session:
         """Run the main graph once, writing the output streams into ``outputs`` in place.
 
         Every check happens before anything runs; a run that fails leaves the variables
-        as they were.
+        as they were. Slots the run does not write keep the values ``outputs`` had.
+
+        Raises:
+            ValueError: not attached, or the inputs or outputs do not match the streams.
+            poplar_application_runtime_error: the program failed while running.
         """
         self._check_attached()
         self._warn_if_edited()
-        inputs = inputs or {}
-        outputs = outputs or {}
+        outputs = {} if outputs is None else outputs
+        results = self._execute(inputs, outputs, downcast_inputs)
+        for (layout, written), (result, mask) in zip(self._output_layouts, results):
+            host_buffers.write_slots(layout, result, outputs[layout.stream],
+                                     written if mask is None else mask)
+
+    def _execute(self, inputs: Mapping[Any, Any] | None,
+                 outputs: Mapping[Any, np.ndarray] | None,
+                 downcast_inputs: bool) -> list[tuple[np.ndarray, np.ndarray | None]]:
+        """Check the arrays, run the executable once and return, per output stream, its
+        ``[slots, ...]`` host result and the run-time mask of slots written (or None).
+
+        Args:
+            outputs: the caller's output arrays, checked before the run; None when ``run``
+                makes its own.
+        """
+        inputs = {} if inputs is None else inputs
         host_buffers.check_stream_set("input", self._expected_inputs, inputs)
-        host_buffers.check_stream_set("output", self._expected_outputs, outputs)
+        if outputs is not None:
+            host_buffers.check_stream_set("output", self._expected_outputs, outputs)
         device_inputs = []
-        for stream in self._program.h2d_streams:
-            array = host_buffers.convert_input(stream, inputs[stream], downcast_inputs)
-            host_buffers.check_array_shape("input", stream, array, self._slots, self._replicas)
-            device_inputs.append(
-                host_buffers.to_device_layout(stream, array, self._slots, self._replicas))
-        for stream in self._program.d2h_streams:
-            host_buffers.check_array_shape("output", stream, outputs[stream], self._slots,
-                                           self._replicas)
+        for layout in self._input_layouts:
+            array = host_buffers.convert_input(layout, inputs[layout.stream], downcast_inputs)
+            host_buffers.check_array_shape(layout, array)
+            device_inputs.append(host_buffers.to_device_layout(layout, array))
+        if outputs is not None:
+            for layout, _ in self._output_layouts:
+                host_buffers.check_array_shape(layout, outputs[layout.stream])
         state = self._device_state
         with self._x64():
             try:
                 new_state, results, masks = self._compiled(
                     state, self._device_constants, tuple(device_inputs))
-            except Exception:
-                self._recover_state(state)
+            except Exception as error:
+                self._recover_from_failed_run(state, error)
                 raise
         self._device_state = new_state
         self._host_in_sync = False
         masks_iter = iter(masks)
-        for stream, result, written in zip(self._program.d2h_streams, results,
-                                           self._static_written):
-            host_buffers.write_slots(
-                stream, np.asarray(result), outputs[stream], self._slots, self._replicas,
-                written if written is not None else np.asarray(next(masks_iter)),
-            )
+        return [
+            (np.asarray(result), None if written is not None else np.asarray(next(masks_iter)))
+            for (_, written), result in zip(self._output_layouts, results)
+        ]
 
-    def _recover_state(self, state: tuple[jax.Array, ...] | None) -> None:
-        """After a failed run, make sure the device holds the pre-run weights."""
+    def _recover_from_failed_run(self, state: tuple[jax.Array, ...] | None,
+                                 error: Exception) -> None:
+        """After the executable raised: if it had consumed the donated device weights, put
+        the host copy back on the device and raise ``poplar_application_runtime_error``.
+
+        Returns only if the executable failed before it consumed them (the caller then
+        re-raises ``error``).
+        """
         if state is None or not any(a.is_deleted() for a in state):
             return
-        if not self._host_in_sync:
-            raise RuntimeError(
-                "The run failed after the device weights were handed to it, and the host "
-                "copy is older than the last run: the weights of the last run are lost."
-            )
+        stale = not self._host_in_sync
         self.weights_from_host()
+        self._host_in_sync = True
+        if stale:
+            kept = (
+                "The host copy of the weights was older than the last run, so the variables "
+                "are back at their values of the last `weights_to_host` (or "
+                "`get_tensor_data`, or write): the updates of the runs since then are lost. "
+                "Call `session.weights_to_host()` before a run that may fail to keep them."
+            )
+        else:
+            kept = "The variables keep their values from before the run."
+        # XLA puts the failing callback's traceback in the message: its last line says why.
+        lines = str(error).strip().splitlines()
+        reason = lines[-1] if lines else type(error).__name__
+        raise poplar_application_runtime_error(
+            f"The program failed while running on the device: {reason}\n{kept}"
+        ) from error
 
     def _warn_if_edited(self) -> None:
         if self._ir._version != self._version and not self._warned_edit:
@@ -396,10 +466,11 @@ class Session:
         thereby reverts the others to stale host values)."""
         assert self._device_state is not None
         state = list(self._device_state)
-        for i, var in enumerate(self._program.variables):
-            if var in written:
-                state[i] = jax.device_put(host_to_device_array(self._host_weights[var]),
-                                          self._device)
+        indices = [i for i, var in enumerate(self._program.variables) if var in written]
+        uploaded = self._to_device([self._host_weights[self._program.variables[i]]
+                                    for i in indices])
+        for i, array in zip(indices, uploaded):
+            state[i] = array
         self._device_state = tuple(state)
         self.transfers.weights_from_host += 1
 

@@ -86,7 +86,8 @@ class DeviceToHostStream(_Stream):
 def _make_stream(cls: type, default: str, shape: Iterable[int], dtype: dtypes.dtype,
                  name: str | None) -> Any:
     main = get_current_context().graph.ir.main_graph
-    tensor = main._new_tensor(Tensor, name or default, TensorSpec(shape, dtype))
+    spec = TensorSpec(shape, dtypes.dtype.as_dtype(dtype))
+    tensor = main._new_tensor(Tensor, name or default, spec)
     stream = cls._create(tensor)
     main.ir._streams[stream.tensor_id] = stream
     return stream

@@ -54,7 +54,12 @@ class TensorSpec(Mapping):
     """A tensor's abstract value: ``TensorSpec(shape, dtype, meta_shape=())``.
 
     It is a Mapping with keys ``shape``, ``dtype`` and ``meta_shape``, so
-    ``popxl.graph_input(**spec)`` works.
+    ``popxl.graph_input(**spec)`` works; two specs are equal when their items are.
+
+    Args:
+        shape: the dimensions.
+        dtype: the element type.
+        meta_shape: the full shape before replica sharding; ``()`` when not sharded.
     """
 
     __slots__ = ("shape", "dtype", "meta_shape")
@@ -169,26 +174,47 @@ class Tensor:
     # ----------------------------------------------------------------- placement
     @property
     def ipu(self) -> int:
-        """The virtual IPU; derived from the consumers for tensors without a producer."""
+        """The virtual IPU: its producer's, else its first consumer's.
+
+        Raises:
+            UndefinedValue: the tensor has neither a producer nor a consumer (a fresh
+                variable, constant or graph input).
+        """
         if self._ipu is not None:
             return self._ipu
         for op in self._graph._consumers(self):
             return op.ipu
-        raise UndefinedValue("Tensor's IPU is undefined.")
+        raise UndefinedValue(
+            f"Tensor's IPU is undefined: `{self.id}` has no producer and no consumer yet. It "
+            "takes the IPU of the first op that uses it."
+        )
 
     @property
     def tile_set(self) -> str:
+        """``"compute"`` or ``"io"`` (ops created under ``popxl.io_tiles()``): its
+        producer's, else its first consumer's.
+
+        Raises:
+            UndefinedValue: the tensor has neither a producer nor a consumer.
+        """
         if self._tile_set is not None:
             return self._tile_set
         for op in self._graph._consumers(self):
             return op.tile_set
-        raise UndefinedValue("Tensor's tile set is undefined.")
+        raise UndefinedValue(
+            f"Tensor's tile set is undefined: `{self.id}` has no producer and no consumer "
+            "yet. It takes the tile set of the first op that uses it."
+        )
 
     # ----------------------------------------------------------------- methods
     def _ensure_tensor(
         self, value: Any, dtype: dtypes.dtype | None = None, raise_on_empty: bool = True
     ) -> Tensor:
-        """``value`` itself if it is a Tensor, else a constant of ``dtype or self.dtype``."""
+        """``value`` itself if it is a Tensor, else a constant of ``dtype or self.dtype``.
+
+        Raises:
+            ValueError: ``value`` has no elements and ``raise_on_empty`` is set.
+        """
         if isinstance(value, Tensor):
             return value
         from ipuxl.tensor_factories import constant
@@ -249,13 +275,23 @@ class Tensor:
         return ops.detach_(self)
 
     def diag(self) -> Tensor:
-        """The main diagonal of a rank-2 tensor."""
+        """The main diagonal of a rank-2 tensor: ``flatten()[::cols + 1]``.
+
+        Raises:
+            ValueError: the tensor is not rank 2.
+        """
         if self.rank != 2:
-            raise ValueError(f"Diag expected a 2d tensor. Got rank {self.rank} {self.shape}.")
+            raise ValueError(
+                f"Diag expected a 2d tensor. Got `{self.id}` of rank {self.rank}, shape "
+                f"{self.shape}; reshape it to 2 dimensions first."
+            )
         return self.flatten()[:: self.shape[1] + 1]
 
     def strides(self, shape: Iterable[int] | None = None) -> list[int]:
-        """numpy-style byte strides of a C-ordered tensor of ``shape`` (default: own shape)."""
+        """numpy-style byte strides of a C-ordered tensor of ``shape`` (default: own shape).
+
+        Example: an int32 tensor of shape (2, 3) has strides ``[12, 4]``.
+        """
         shape = tuple(shape) if shape is not None else self.shape
         item = self.dtype.itemsize
         strides, step = [], item
@@ -283,7 +319,10 @@ class Tensor:
 
     def __len__(self) -> int:
         if not self.shape:
-            raise ValueError("Tensor is a scalar and doesn't have a length.")
+            raise ValueError(
+                f"Tensor is a scalar and doesn't have a length: `{self.id}` has shape (). "
+                "Use `t.nelms` for the element count."
+            )
         return self.shape[0]
 
     def __bool__(self) -> bool:

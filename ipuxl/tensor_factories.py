@@ -173,7 +173,8 @@ def graph_input(
         RuntimeError: no graph is on the context stack.
     """
     graph = get_current_context().graph
-    tensor = graph._new_tensor(Tensor, name, TensorSpec(shape, dtype, meta_shape or ()))
+    spec = TensorSpec(shape, dtypes.dtype.as_dtype(dtype), meta_shape or ())
+    tensor = graph._new_tensor(Tensor, name, spec)
     graph._inputs.append(tensor)
     if by_ref:
         graph._by_ref_inputs.add(tensor)

@@ -42,21 +42,39 @@ def _is_tensor_like(value: Any) -> bool:
 
 
 def _annotations(fn: Callable) -> dict[str, Any]:
-    """Resolved annotations (string annotations too, unlike PopXL)."""
+    """``fn``'s annotations with string annotations resolved (PopXL ignores them, so a
+    ``TensorByRef`` under ``from __future__ import annotations`` is lost there).
+
+    Each string is evaluated on its own in ``fn``'s module, so one name that cannot be
+    resolved (an import under ``TYPE_CHECKING``, say) does not hide a ``TensorByRef`` in
+    another parameter; such a name stays a string.
+    """
+    raw = dict(getattr(fn, "__annotations__", {}))
     try:
         return typing.get_type_hints(fn)
-    except Exception:  # unresolvable names: fall back to the raw annotations
-        return dict(getattr(fn, "__annotations__", {}))
+    except Exception:  # noqa: BLE001 - any failure to resolve: resolve one by one below
+        pass
+    namespace = getattr(inspect.unwrap(fn), "__globals__", {})
+    resolved = {}
+    for name, annotation in raw.items():
+        if isinstance(annotation, str):
+            try:
+                annotation = eval(annotation, namespace)  # noqa: S307 - as get_type_hints
+            except Exception:  # noqa: BLE001 - leave an unresolvable annotation as text
+                pass
+        resolved[name] = annotation
+    return resolved
 
 
 def _by_ref(annotation: Any, element: bool = False) -> bool:
-    if annotation is TensorByRef:
-        return True
-    if element:
-        origin = typing.get_origin(annotation)
-        args = typing.get_args(annotation)
-        return origin in (list, tuple) and bool(args) and args[0] is TensorByRef
-    return False
+    """Whether a parameter annotated ``annotation`` gives by-reference inputs: a tensor
+    parameter (or ``*args`` / ``**kwargs``) annotated ``TensorByRef``, or a list or tuple
+    parameter annotated ``List[TensorByRef]`` or ``Tuple[TensorByRef]`` (``element``)."""
+    if not element:
+        return annotation is TensorByRef
+    args = typing.get_args(annotation)
+    return typing.get_origin(annotation) in (list, tuple) and bool(args) and (
+        args[0] is TensorByRef)
 
 
 def _input(name: str, value: Any, by_ref: bool) -> Tensor:

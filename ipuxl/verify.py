@@ -36,15 +36,10 @@ def written_tensors(op: Op) -> Iterator[Tensor]:
     """The tensors ``op`` overwrites (by identity)."""
     if op.opdef.modifies is not None:
         yield op.inputs[op.opdef.modifies]
+    # Call and repeat sites list the inputs they write back. (The call inside a repeat's
+    # wrapper graph writes back every wrapper input, which nothing else there consumes.)
     for index in op.attrs.get("modified", ()):
-        if op.name != "call" or not _is_loop_wrapper_call(op):
-            yield op.inputs[index]
-
-
-def _is_loop_wrapper_call(op: Op) -> bool:
-    # The call inside a repeat's wrapper graph writes every wrapper input back so that the
-    # loop can pick what persists; the wrapper inputs have no other consumer.
-    return op.graph.id.endswith(")") and "__loop_wrapper_subgraph(" in op.graph.id
+        yield op.inputs[index]
 
 
 def _memory_roots(graph: Graph) -> dict[Tensor, frozenset[Tensor]]:

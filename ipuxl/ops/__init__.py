@@ -57,8 +57,41 @@ from ipuxl.ops.elementwise import (
     tanh,
     where,
 )
+from ipuxl.ops.fp8 import pow2scale_cast_from_fp8, pow2scale_cast_to_fp8
 from ipuxl.ops.host_io import host_load, host_store
+from ipuxl.ops.indexing import (
+    dynamic_slice,
+    dynamic_update,
+    dynamic_update_,
+    gather,
+    groupedgather,
+    init,
+    onehot,
+    scatter,
+    scatter_reduce,
+    tied_gather,
+)
 from ipuxl.ops.matmul import matmul
+from ipuxl.ops.print_tensor import print_tensor
+from ipuxl.ops.reduce import (
+    argmax,
+    argmin,
+    cumsum,
+    histogram,
+    l1,
+    l2,
+    lamb_square,
+    logsum,
+    logsumexp,
+    max,
+    mean,
+    median,
+    min,
+    prod,
+    sum,
+    sumsquare,
+    topk,
+)
 from ipuxl.ops.shape import (
     concat,
     concat_,
@@ -86,4 +119,9 @@ __all__ = [
     "host_load", "host_store", "matmul",
     "concat", "concat_", "flatten", "flatten_", "reshape", "reshape_", "slice", "slice_",
     "split", "squeeze", "subsample", "transpose", "transpose_",
+    "pow2scale_cast_from_fp8", "pow2scale_cast_to_fp8", "print_tensor",
+    "dynamic_slice", "dynamic_update", "dynamic_update_", "gather", "groupedgather", "init",
+    "onehot", "scatter", "scatter_reduce", "tied_gather",
+    "argmax", "argmin", "cumsum", "histogram", "l1", "l2", "lamb_square", "logsum",
+    "logsumexp", "max", "mean", "median", "min", "prod", "sum", "sumsquare", "topk",
 ]

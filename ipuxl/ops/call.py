@@ -22,13 +22,13 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ipuxl.context import get_current_context
+from ipuxl.graph import Graph
 from ipuxl.op import Op, OpDef
 from ipuxl.popart import popart_exception
 from ipuxl.tensor import Tensor, TensorSpec
 from ipuxl.utils import table_to_string
 
 if TYPE_CHECKING:
-    from ipuxl.graph import Graph
     from ipuxl.lowering import GraphLowering
 
 __all__ = ["call", "call_with_info", "CallSiteInfo"]
@@ -60,6 +60,27 @@ def _coerce(graph_input: Tensor, value: Any, describe: str, label: str) -> Tenso
         ) from None
 
 
+def _check_callable_graph(graph: Any, parent: Graph, building: Sequence[Graph],
+                          label: str) -> None:
+    """A call site needs a subgraph of the parent's Ir that is not being built."""
+    if not isinstance(graph, Graph):
+        raise TypeError(
+            f"The {label} graph must be a popxl Graph, got {type(graph).__name__}: "
+            f"{graph!r}. Trace a function into a graph with `ir.create_graph(fn, ...)`."
+        )
+    if graph.ir is not parent.ir:
+        raise ValueError(
+            f"The {label} graph {graph.id} belongs to {graph.ir!r}, but the call is made in "
+            f"{parent.ir!r}. Create the graph with the Ir of the graph that calls it."
+        )
+    if graph.is_main_graph or any(graph is g for g in building):
+        raise ValueError(
+            f"The {label} graph {graph.id or 'main'} cannot be called here: it is "
+            f"{'the main graph' if graph.is_main_graph else 'still being built'}, and a graph "
+            "cannot call itself. Call a subgraph created with `ir.create_graph`."
+        )
+
+
 def bind_inputs(
     graph: Graph,
     inputs: Sequence[Any],
@@ -74,7 +95,9 @@ def bind_inputs(
             or (with ``check_inputs``) missing inputs.
         TypeError: a host value cannot be coerced to the graph input's dtype.
     """
-    parent = get_current_context().graph
+    context = get_current_context()
+    parent = context.graph
+    _check_callable_graph(graph, parent, context.graphs, label)
     positional = _flatten_positional(inputs)
     graph_inputs = graph.inputs
     if len(positional) > len(graph_inputs):
@@ -138,7 +161,9 @@ def check_input_types(graph: Graph, bound: Sequence[Tensor | None], label: str) 
             )
 
 
-def _require_all_bound(graph: Graph, bound: Sequence[Tensor | None]) -> list[Tensor]:
+def require_all_bound(graph: Graph, bound: Sequence[Tensor | None]) -> list[Tensor]:
+    """The bound parent tensors; ``popart_exception`` if ``check_inputs=False`` left any
+    graph input unconnected (PopART rejects such an op when it is created)."""
     if any(t is None for t in bound):
         missing = [t.id for t, b in zip(graph.inputs, bound) if b is None]
         raise popart_exception(
@@ -197,7 +222,7 @@ def call_with_info(graph: Graph, *inputs: Any, inputs_dict: Mapping[Tensor, Any]
     """Like ``call``, returning the call site's :class:`CallSiteInfo`."""
     bound = bind_inputs(graph, inputs, inputs_dict, "called", check_inputs)
     check_input_types(graph, bound, "called")
-    tensors = _require_all_bound(graph, bound)
+    tensors = require_all_bound(graph, bound)
     op = CALL.create({f"inputs[{i}]": t for i, t in enumerate(tensors)}, graphs=(graph,),
                      modified=by_ref_indices(graph))
     return CallSiteInfo(op)

@@ -26,7 +26,7 @@ from jax import lax
 
 from ipuxl import dtypes
 from ipuxl.op import Op, OpDef
-from ipuxl.ops.call import bind_inputs, check_input_types
+from ipuxl.ops.call import bind_inputs, check_input_types, require_all_bound
 from ipuxl.popart import popart_exception
 from ipuxl.tensor import Tensor, TensorSpec
 
@@ -52,10 +52,12 @@ def _lower_conditional(lowering: GraphLowering, op: Op) -> None:
     condition = jnp.reshape(lowering.read(op.inputs[0]), ()).astype(bool)
 
     def branch(graph: Graph, values_index: int) -> Any:
+        # Both branches carry the streams of either (lax.cond needs one carry type), but
+        # each calls its graph with the graph's own streams, so a graph used as a branch
+        # and called elsewhere is still traced once.
         def run(operands: tuple) -> tuple:
             streams.restore(*stream_sets, operands[2])
-            outputs, _ = lowering.subgraphs.call(graph, operands[values_index], streams,
-                                                 stream_sets)
+            outputs, _ = lowering.subgraphs.call(graph, operands[values_index], streams)
             return outputs, streams.export(*stream_sets)
 
         return run
@@ -134,6 +136,8 @@ def conditional_with_info(
                              "else_branch", check_inputs)
     check_input_types(then_branch, then_bound, "then_branch")
     check_input_types(else_branch, else_bound, "else_branch")
+    then_bound = require_all_bound(then_branch, then_bound)
+    else_bound = require_all_bound(else_branch, else_bound)
     if not isinstance(cond, Tensor):
         raise TypeError(f"The input `cond` is not a Tensor: got {type(cond).__name__}.")
     if cond.nelms != 1:

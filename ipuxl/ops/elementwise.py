@@ -16,6 +16,7 @@ Example:
 
 from __future__ import annotations
 
+import builtins
 import math
 from collections.abc import Callable
 from typing import Any
@@ -27,10 +28,11 @@ from jax import lax
 from ipuxl import dtypes
 from ipuxl.op import OpDef
 from ipuxl.ops.type_rules import (
-    FLOAT_DTYPES,
+    NUMERIC_DTYPES,
     binary_bool_output,
     binary_same_dtype,
     bool_output,
+    broadcast_shapes,
     float_only,
     require_dtype,
     same_as_input,
@@ -47,10 +49,7 @@ __all__ = [
     "increment_mod_", "identity", "rename", "detach", "detach_",
 ]
 
-_NUMERIC = (
-    dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64, dtypes.uint8, dtypes.uint16,
-    dtypes.uint32, dtypes.uint64, *FLOAT_DTYPES,
-)
+_NUMERIC = NUMERIC_DTYPES
 _SIGNED = tuple(d for d in _NUMERIC if d.is_signed)
 
 
@@ -177,18 +176,18 @@ def _c_div(x: jax.Array, y: jax.Array) -> jax.Array:
 
 
 def _mul_rule(lhs: Tensor, rhs: Tensor, **attrs: Any) -> list[TensorSpec]:
-    # PopXL's one mixed-dtype exception: float16 times a one-element float32 is float16.
-    if lhs.dtype == dtypes.float16 and rhs.dtype == dtypes.float32 and rhs.nelms == 1:
-        return [TensorSpec(lhs.shape if rhs.rank <= lhs.rank else rhs.shape, dtypes.float16)]
+    # PopXL's one mixed-dtype exception: float16 times a one-element float32 (on either
+    # side) is float16.
+    for half, single in ((lhs, rhs), (rhs, lhs)):
+        if half.dtype == dtypes.float16 and single.dtype == dtypes.float32 and single.nelms == 1:
+            return [TensorSpec(broadcast_shapes("mul", (lhs, rhs)), dtypes.float16)]
     return binary_same_dtype("mul")(lhs, rhs)
 
 
 def _mul(x: jax.Array, y: jax.Array) -> jax.Array:
-    return x * y.astype(x.dtype)
-
-
-def _pow(x: jax.Array, y: jax.Array) -> jax.Array:
-    return lax.pow(x, y) if jnp.issubdtype(x.dtype, jnp.inexact) else jnp.power(x, y)
+    if x.dtype != y.dtype:  # the float16 x one-element float32 case
+        return x.astype(jnp.float16) * y.astype(jnp.float16)
+    return x * y
 
 
 add, add_ = _binary("add", jnp.add, binary_same_dtype("add"), "lhs + rhs.", inplace=True)
@@ -198,7 +197,7 @@ div, _ = _binary("div", _c_div, binary_same_dtype("div"),
                  "lhs / rhs; integer division truncates toward zero.")
 fmod, _ = _binary("fmod", lax.rem, binary_same_dtype("fmod"),
                   "C fmod: the remainder has the sign of lhs.")
-_pow_op, _ = _binary("pow", _pow, binary_same_dtype("pow"), "lhs ** rhs.")
+_pow_op, _ = _binary("pow", jnp.power, binary_same_dtype("pow"), "lhs ** rhs.")
 equal, _ = _binary("equal", jnp.equal, binary_bool_output("equal"), "lhs == rhs (bool).")
 greater, _ = _binary("greater", jnp.greater, binary_bool_output("greater"), "lhs > rhs (bool).")
 logical_and, _ = _binary(
@@ -238,8 +237,6 @@ def maximum(*ts: Tensor) -> Tensor:
 
 def _where_rule(condition: Tensor, lhs: Tensor, rhs: Tensor, **attrs: Any) -> list[TensorSpec]:
     (spec,) = binary_same_dtype("where")(lhs, rhs)
-    from ipuxl.ops.type_rules import broadcast_shapes
-
     return [TensorSpec(broadcast_shapes("where", (condition, lhs, rhs)), spec.dtype)]
 
 
@@ -253,16 +250,18 @@ def where(condition: Tensor, lhs: Tensor, rhs: Tensor) -> Tensor:
 
 
 def _clip(x: jax.Array, *, min: float, max: float) -> jax.Array:
-    floating = jnp.issubdtype(x.dtype, jnp.floating)
-    result = x
+    if not jnp.issubdtype(x.dtype, jnp.floating):
+        # Integer bounds outside the dtype's range do not bind (and must not wrap around,
+        # as -1 would for an unsigned type).
+        info = jnp.iinfo(x.dtype)
+        min = builtins.min(builtins.max(min, info.min), info.max)
+        max = builtins.min(builtins.max(max, info.min), info.max)
+        low, high = jnp.asarray(math.ceil(min), x.dtype), jnp.asarray(math.floor(max), x.dtype)
+        return jnp.minimum(jnp.maximum(x, low), high)
     # Comparisons rather than jnp.clip, so that NaN propagates.
-    if floating or math.isfinite(min):
-        low = jnp.asarray(min, x.dtype)
-        result = jnp.where(result < low, low, result)
-    if floating or math.isfinite(max):
-        high = jnp.asarray(max, x.dtype)
-        result = jnp.where(result > high, high, result)
-    return result
+    low, high = jnp.asarray(min, x.dtype), jnp.asarray(max, x.dtype)
+    result = jnp.where(x < low, low, x)
+    return jnp.where(result > high, high, result)
 
 
 _CLIP = OpDef("clip", infer=_numeric_rule("clip"), lower=_clip)

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
 
 import jax
 import jax.numpy as jnp

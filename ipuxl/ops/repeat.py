@@ -33,7 +33,9 @@ from ipuxl.ops.call import (
     bind_inputs,
     by_ref_indices,
     check_input_types,
+    require_all_bound,
 )
+from ipuxl.popart import popart_exception
 from ipuxl.tensor import Tensor, TensorSpec
 from ipuxl.tensor_factories import constant, graph_input, graph_output
 
@@ -158,10 +160,9 @@ def repeat_with_info(graph: Graph, repeat_count: int, *inputs: Any,
         )
     bound = bind_inputs(graph, inputs, inputs_dict, "called", check_inputs)
     check_input_types(graph, bound, "called")
+    bound = require_all_bound(graph, bound)
     for output, graph_in in zip(graph.outputs, graph.inputs):
         if (output.shape, output.dtype) != (graph_in.shape, graph_in.dtype):
-            from ipuxl.popart import popart_exception
-
             raise popart_exception(
                 f"repeat: output {output.name} of {graph.id} ({output.dtype.name}"
                 f"{list(output.shape)}) feeds input {graph_in.name} ({graph_in.dtype.name}"
