@@ -19,7 +19,13 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 
-__all__ = ["interleaved_medians", "interleaved_samples", "peak_rss_mib", "format_seconds"]
+__all__ = [
+    "interleaved_medians",
+    "interleaved_samples",
+    "paired_ratio",
+    "peak_rss_mib",
+    "format_seconds",
+]
 
 
 def interleaved_samples(sides: Mapping[str, Callable[[], object]], rounds: int,
@@ -57,6 +63,15 @@ def interleaved_medians(sides: Mapping[str, Callable[[], object]], rounds: int,
     """The median of :func:`interleaved_samples` for each side, in seconds per call."""
     samples = interleaved_samples(sides, rounds, calls_per_round)
     return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def paired_ratio(numerator: list[float], denominator: list[float]) -> float:
+    """The median of the ratios of samples taken in the same round.
+
+    Samples of one round ran back to back, so a slow period of the machine hits both
+    and cancels out of their ratio; this is steadier than the ratio of the medians.
+    """
+    return statistics.median(a / b for a, b in zip(numerator, denominator, strict=True))
 
 
 def peak_rss_mib() -> float:

@@ -44,7 +44,7 @@ from pathlib import Path
 
 import jax
 import numpy as np
-from _measure import format_seconds, interleaved_medians, peak_rss_mib
+from _measure import format_seconds, interleaved_samples, paired_ratio, peak_rss_mib
 
 # A persistent compilation cache would turn ipuxl's first call into a cache read.
 os.environ.pop("POPXL_CACHE_DIR", None)
@@ -211,25 +211,30 @@ def clear_compilation_caches() -> None:
 
 
 # --------------------------------------------------------------------------- measurements
-def steady_state(program: Program, rounds: int, calls_per_round: int) -> dict[str, float]:
-    """Median seconds per call of each side, after checking both compute the same."""
+# Each measurement returns, per side, samples taken in interleaved rounds: sample i of
+# both sides ran back to back.
+Samples = dict[str, list[float]]
+
+
+def steady_state(program: Program, rounds: int, calls_per_round: int) -> Samples:
+    """Seconds per call of each side, after checking both compute the same."""
     data = make_data(program)
     built = {side: BUILDERS[side](program, data) for side in SIDES}
     try:
         results = {side: call() for side, (call, _) in built.items()}
         np.testing.assert_allclose(results["ipuxl"], results["jax"], rtol=1e-4, atol=1e-4)
         calls = {side: call for side, (call, _) in built.items()}
-        interleaved_medians(calls, rounds=2, calls_per_round=calls_per_round)  # warm-up
-        return interleaved_medians(calls, rounds, calls_per_round)
+        interleaved_samples(calls, rounds=2, calls_per_round=calls_per_round)  # warm-up
+        return interleaved_samples(calls, rounds, calls_per_round)
     finally:
         for _, close in built.values():
             close()
 
 
-def first_call(program: Program, repeats: int) -> dict[str, float]:
-    """Median seconds from an empty cache to the first output, for each side."""
+def first_call(program: Program, repeats: int) -> Samples:
+    """Seconds from empty caches to the first output (build, compile, run once)."""
     data = make_data(program)
-    samples: dict[str, list[float]] = {side: [] for side in SIDES}
+    samples: Samples = {side: [] for side in SIDES}
     for repeat in range(repeats):
         for side in SIDES if repeat % 2 == 0 else SIDES[::-1]:
             clear_compilation_caches()
@@ -239,39 +244,52 @@ def first_call(program: Program, repeats: int) -> dict[str, float]:
             call()
             samples[side].append(time.perf_counter() - start)
             close()
-    return {side: statistics.median(values) for side, values in samples.items()}
+    return samples
 
 
 def memory_child(side: str) -> None:
-    """Run ``MEMORY_PROGRAM`` on one side in this process and print its peak memory."""
+    """Run ``MEMORY_PROGRAM`` on one side in this process and print its peak memory
+    before and after closing (ipuxl copies the weights to the host on closing)."""
     data = make_data(MEMORY_PROGRAM)
     call, close = BUILDERS[side](MEMORY_PROGRAM, data)
     for _ in range(5):
         call()
+    before_close = peak_rss_mib()
     close()
-    print(json.dumps({"peak_rss_mib": peak_rss_mib()}))
+    print(json.dumps({"peak": peak_rss_mib(), "before_close": before_close}))
 
 
-def peak_memory(repeats: int) -> dict[str, float]:
-    """Median peak RSS in MiB of each side, each run alone in a fresh subprocess."""
+def peak_memory(repeats: int) -> tuple[Samples, Samples]:
+    """Peak RSS in MiB of each side, each run alone in a fresh subprocess: over the
+    whole program, and before it closes."""
     environment = dict(os.environ)
     environment["PYTHONPATH"] = os.pathsep.join(
         filter(None, [environment.get("PYTHONPATH"), str(REPOSITORY)]))
-    samples: dict[str, list[float]] = {side: [] for side in SIDES}
+    peaks: Samples = {side: [] for side in SIDES}
+    before_close: Samples = {side: [] for side in SIDES}
     for repeat in range(repeats):
         for side in SIDES if repeat % 2 == 0 else SIDES[::-1]:
             completed = subprocess.run(
                 [sys.executable, __file__, "--memory-child", side],
                 env=environment, capture_output=True, text=True, check=True,
             )
-            samples[side].append(json.loads(completed.stdout.splitlines()[-1])["peak_rss_mib"])
-    return {side: statistics.median(values) for side, values in samples.items()}
+            report = json.loads(completed.stdout.splitlines()[-1])
+            peaks[side].append(report["peak"])
+            before_close[side].append(report["before_close"])
+    return peaks, before_close
 
 
 # --------------------------------------------------------------------------- report
-def _row(metric: str, ipuxl: str, jax_value: str, ratio: float, target: Target) -> str:
+def _row(metric: str, samples: Samples, target: Target,
+         unit: Callable[[float], str] = format_seconds) -> str:
+    ipuxl, jax_value = (unit(statistics.median(samples[side])) for side in SIDES)
+    ratio = paired_ratio(samples["ipuxl"], samples["jax"])
     return (f"{metric:<36} {ipuxl:>10} {jax_value:>10} {ratio:>6.2f}x "
             f"{f'<= {target.limit:.2f}x':>9} {target.verdict(ratio):>6}")
+
+
+def _mebibytes(value: float) -> str:
+    return f"{value:.0f} MiB"
 
 
 def main() -> None:
@@ -285,30 +303,28 @@ def main() -> None:
     settings = QUICK if arguments.quick else FULL
     started = time.perf_counter()
 
+    # Memory first, while this process is small (and before it has compiled anything).
+    peaks, before_close = peak_memory(settings.memory_repeats)
     # The first compilation in a process also initialises the backend: keep it out.
     for side in SIDES:
         call, close = BUILDERS[side](PROGRAMS[0], make_data(PROGRAMS[0]))
         call()
         close()
-
     rows = []
     for program in PROGRAMS:
-        times = steady_state(program, *settings.steady[program.name])
-        ratio = times["ipuxl"] / times["jax"]
-        rows.append(_row(f"steady call   {program.label}", format_seconds(times["ipuxl"]),
-                         format_seconds(times["jax"]), ratio, STEADY_TARGETS[program.name]))
+        samples = steady_state(program, *settings.steady[program.name])
+        rows.append(_row(f"steady call   {program.label}", samples,
+                         STEADY_TARGETS[program.name]))
     for program in PROGRAMS:
-        times = first_call(program, settings.first_call_repeats)
-        ratio = times["ipuxl"] / times["jax"]
-        rows.append(_row(f"first call    {program.label}", format_seconds(times["ipuxl"]),
-                         format_seconds(times["jax"]), ratio, FIRST_CALL_TARGET))
-    memory = peak_memory(settings.memory_repeats)
-    rows.append(_row(f"peak RSS      {MEMORY_PROGRAM.label}", f"{memory['ipuxl']:.0f} MiB",
-                     f"{memory['jax']:.0f} MiB", memory["ipuxl"] / memory["jax"],
-                     MEMORY_TARGET))
+        samples = first_call(program, settings.first_call_repeats)
+        rows.append(_row(f"first call    {program.label}", samples, FIRST_CALL_TARGET))
+    rows.append(_row(f"peak RSS      {MEMORY_PROGRAM.label}", peaks, MEMORY_TARGET,
+                     _mebibytes))
+    rows.append(_row("  (the same, before closing)", before_close, MEMORY_TARGET, _mebibytes))
 
-    print(f"ipuxl Session vs hand-written jax.jit  (jax {jax.__version__}, "
-          f"{os.cpu_count()} CPUs, {'quick' if arguments.quick else 'full'} run, medians)")
+    print(f"ipuxl Session vs hand-written jax.jit (jax {jax.__version__}, {os.cpu_count()} "
+          f"CPUs, {'quick' if arguments.quick else 'full'} run): medians; ratio = median of "
+          "the ratios of interleaved samples")
     print(f"{'metric':<36} {'ipuxl':>10} {'JAX':>10} {'ratio':>7} {'target':>9} {'result':>6}")
     print("\n".join(rows))
     print(f"total time {time.perf_counter() - started:.0f} s")

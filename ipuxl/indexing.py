@@ -59,8 +59,8 @@ def _basic_index(t: Tensor, items: tuple) -> Tensor:
             step = 1 if item.step is None else int(item.step)
             if step == 0:
                 raise ValueError("slice step cannot be zero")
-            starts.append(item.start)
-            stops.append(item.stop)
+            starts.append(None if item.start is None else int(item.start))
+            stops.append(None if item.stop is None else int(item.stop))
             steps.append(1 if step > 0 else -1)
             strides.append(builtins.abs(step))
         else:

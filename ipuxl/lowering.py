@@ -41,6 +41,8 @@ __all__ = [
     "StreamState",
     "SubgraphFunctions",
     "graph_streams",
+    "stream_advance",
+    "StreamAdvance",
     "lower_ir",
     "fingerprint",
     "trace_count",
@@ -113,7 +115,9 @@ class StreamState:
         self.load_cursor[stream] = cursor + 1
         if isinstance(cursor, int):
             return data[cursor % data.shape[0]]
-        return lax.dynamic_index_in_dim(data, cursor % data.shape[0], keepdims=False)
+        # Cursors are never negative, so a plain remainder is the slot.
+        slot = lax.rem(cursor, np.int32(data.shape[0]))
+        return lax.dynamic_index_in_dim(data, slot, keepdims=False)
 
     def store(self, stream: Any, value: jax.Array) -> None:
         cursor = self.store_cursor[stream]
@@ -127,10 +131,66 @@ class StreamState:
             else:
                 self.written[stream] = self.written[stream].at[slot].set(True)
             return
-        slot = cursor % self.slots
+        slot = lax.rem(cursor, np.int32(self.slots))
         self.buffers[stream] = lax.dynamic_update_index_in_dim(buffer, value, slot, 0)
         mask = self._written_mask(stream)
         self.written[stream] = lax.dynamic_update_index_in_dim(mask, True, slot, 0)
+
+    def static_snapshot(self, h2d: Sequence[Any], d2h: Sequence[Any]) -> tuple | None:
+        """The cursors and written slots of these streams if all are still known at trace
+        time, else None."""
+        loads = {s: self.load_cursor[s] for s in h2d}
+        stores = {s: self.store_cursor[s] for s in d2h}
+        written = {s: self.written[s] for s in d2h}
+        static = all(isinstance(c, int) for c in (*loads.values(), *stores.values()))
+        if not static or not all(isinstance(w, set) for w in written.values()):
+            return None
+        return loads, stores, {s: set(w) for s, w in written.items()}
+
+    def advance_static(self, snapshot: tuple, advance: StreamAdvance, times: int = 1) -> None:
+        """Put back trace-time cursors after a callee that loads and stores a number of
+        times known statically, so the written slots need no run-time mask."""
+        loads, stores, written = snapshot
+        for stream, start in loads.items():
+            self.load_cursor[stream] = start + times * advance.loads.get(stream, 0)
+        for stream, start in stores.items():
+            count = times * advance.stores.get(stream, 0)
+            self.store_cursor[stream] = start + count
+            slots = {(start + k) % self.slots for k in range(min(count, self.slots))}
+            self.written[stream] = written[stream] | slots
+
+
+@dataclass(frozen=True)
+class StreamAdvance:
+    """How many slots one execution of a graph loads and stores, per stream."""
+
+    loads: dict[Any, int]
+    stores: dict[Any, int]
+
+
+def stream_advance(graph: Any) -> StreamAdvance | None:
+    """The slots one execution of ``graph`` consumes per stream, or None when that is only
+    known at run time (a stream op under a ``conditional``)."""
+    loads: dict[Any, int] = {}
+    stores: dict[Any, int] = {}
+    for op in graph.ops:
+        if op.name == "host_load":
+            loads[op.attrs["stream"]] = loads.get(op.attrs["stream"], 0) + 1
+        elif op.name == "host_store":
+            stores[op.attrs["stream"]] = stores.get(op.attrs["stream"], 0) + 1
+        elif op.name in ("call", "repeat"):
+            inner = stream_advance(op.attrs["graphs"][0])
+            if inner is None:
+                return None
+            times = op.attrs.get("repeat_count", 1)
+            for stream, n in inner.loads.items():
+                loads[stream] = loads.get(stream, 0) + times * n
+            for stream, n in inner.stores.items():
+                stores[stream] = stores.get(stream, 0) + times * n
+        elif op.attrs.get("graphs") and any(graph_streams(g) != ((), ())
+                                            for g in op.attrs["graphs"]):
+            return None
+    return StreamAdvance(loads, stores)
 
 
 class GraphLowering:
@@ -215,12 +275,17 @@ def graph_streams(graph: Any) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
     return tuple(loads), tuple(stores)
 
 
-_subgraph_traces: dict[str, int] = {}
+_subgraph_traces: dict[tuple[int, str], int] = {}
 
 
-def subgraph_trace_count(graph_id: str) -> int:
-    """How many times the subgraph with this id was traced (once per compiled program)."""
-    return _subgraph_traces.get(graph_id, 0)
+def subgraph_trace_count(graph: Any) -> int:
+    """How many times ``graph`` was traced to JAX (once per compiled program).
+
+    Also accepts a graph id, counting traces of graphs with that id in any Ir.
+    """
+    if isinstance(graph, str):
+        return sum(n for (_, graph_id), n in _subgraph_traces.items() if graph_id == graph)
+    return _subgraph_traces.get((graph.ir.id, graph.id), 0)
 
 
 class SubgraphFunctions:
@@ -249,9 +314,13 @@ class SubgraphFunctions:
         """Run ``graph`` on ``inputs``, threading ``streams`` through it."""
         h2d, d2h = stream_sets or graph_streams(graph)
         fn = self.function(graph, h2d, d2h)
+        snapshot = streams.static_snapshot(h2d, d2h) if stream_sets is None else None
         outputs, finals, carry = fn(self.constant_args, tuple(inputs),
                                     tuple(self.data[s] for s in h2d), streams.export(h2d, d2h))
         streams.restore(h2d, d2h, carry)
+        advance = stream_advance(graph) if snapshot is not None else None
+        if advance is not None:
+            streams.advance_static(snapshot, advance)
         return outputs, finals
 
     def function(self, graph: Any, h2d: tuple, d2h: tuple) -> Callable[..., Any]:
@@ -262,7 +331,8 @@ class SubgraphFunctions:
 
     def _make(self, graph: Any, h2d: tuple, d2h: tuple) -> Callable[..., Any]:
         def run_graph(constant_args: tuple, inputs: tuple, data: tuple, carry: tuple) -> tuple:
-            _subgraph_traces[graph.id] = _subgraph_traces.get(graph.id, 0) + 1
+            key = (graph.ir.id, graph.id)
+            _subgraph_traces[key] = _subgraph_traces.get(key, 0) + 1
             streams = StreamState(dict(zip(h2d, data)), d2h, self.slots)
             streams.restore(h2d, d2h, carry)
             constants = {c: jnp.asarray(v) for c, v in self.inline.items()}

@@ -10,9 +10,9 @@ Example:
     >>> ir = popxl.Ir()
     >>> with ir.main_graph:
     ...     x = popxl.variable(np.float32(1), name="x")
-    ...     ops.var_updates.accumulate_(x, popxl.constant(np.float32(2)))
+    ...     x_updated = ops.var_updates.accumulate_(x, popxl.constant(np.float32(2)))
     ...     out = popxl.d2h_stream((), popxl.float32, "out")
-    ...     ops.host_store(out, x)
+    ...     ops.host_store(out, x_updated)
     >>> with popxl.Session(ir, "cpu") as session:
     ...     outputs = session.run()
     >>> float(outputs[out]), float(session.get_tensor_data(x))
@@ -43,8 +43,6 @@ from ipuxl.tensor import Constant, Tensor, Variable
 from ipuxl.verify import verify_ir
 
 __all__ = ["Session", "TransferCounts"]
-
-_DEVICE_TYPES = ("ipu_hw", "ipu_model", "cpu")
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -294,15 +292,15 @@ class Session:
                 makes its own.
         """
         inputs = {} if inputs is None else inputs
+        # PopXL's order: all input checks, then all output checks.
         host_buffers.check_stream_set("input", self._expected_inputs, inputs)
-        if outputs is not None:
-            host_buffers.check_stream_set("output", self._expected_outputs, outputs)
         device_inputs = []
         for layout in self._input_layouts:
             array = host_buffers.convert_input(layout, inputs[layout.stream], downcast_inputs)
             host_buffers.check_array_shape(layout, array)
             device_inputs.append(host_buffers.to_device_layout(layout, array))
         if outputs is not None:
+            host_buffers.check_stream_set("output", self._expected_outputs, outputs)
             for layout, _ in self._output_layouts:
                 host_buffers.check_array_shape(layout, outputs[layout.stream])
         state = self._device_state

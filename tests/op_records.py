@@ -206,9 +206,10 @@ def _topk(x: np.ndarray, k: int, axis: int, largest: bool) -> tuple[np.ndarray, 
 
 def _histogram(x: np.ndarray, levels: list[float], absolute: bool) -> np.ndarray:
     values = np.abs(x) if absolute else x
-    edges = [-np.inf, *levels, np.inf]
-    return np.array([np.count_nonzero((values >= lo) & (values < hi))
-                     for lo, hi in zip(edges[:-1], edges[1:])])
+    bins = [values < levels[0]]
+    bins += [(values >= lo) & (values < hi) for lo, hi in zip(levels[:-1], levels[1:])]
+    bins.append(values >= levels[-1])
+    return np.array([np.count_nonzero(b) for b in bins])
 
 
 def _scatter_elements(t: np.ndarray, indices: np.ndarray, values: np.ndarray, axis: int
@@ -518,8 +519,8 @@ VAR_UPDATES = [
 
 def _reduction(name: str, fn: Callable, reference: Callable, dtypes: tuple[str, ...],
                arg: Arg = Arg((2, 3, 4)), tolerance: dict | None = None,
-               errors: tuple = ()) -> OpRecord:
-    return OpRecord(name, fn, reference, (arg,), dtypes, accepts=dtypes,
+               errors: tuple = (), accepts: tuple[str, ...] | None = None) -> OpRecord:
+    return OpRecord(name, fn, reference, (arg,), dtypes, accepts=accepts or dtypes,
                     tolerance=tolerance or {}, errors=errors)
 
 
@@ -536,7 +537,7 @@ REDUCTIONS = [
                    _e((BOOL34,), ops.sum, popart_exception, "sum does not support dtype bool"),
                )),
     _reduction("sum_all_keepdims", lambda x: ops.sum(x, keepdims=True),
-               lambda x: x.sum(keepdims=True), variant(NUMERIC), SMALL),
+               lambda x: x.sum(keepdims=True), variant(NUMERIC), SMALL, accepts=NUMERIC),
     _reduction("mean", lambda x: ops.mean(x, axis=1), lambda x: x.mean(axis=1), FLOATS,
                errors=(_e((I32,), ops.mean, popart_exception, "mean does not support dtype"),)),
     _reduction("max", lambda x: ops.max(x, axis=[0, 1]), lambda x: x.max(axis=(0, 1)),
@@ -557,9 +558,10 @@ REDUCTIONS = [
     _reduction("median_even", lambda x: ops.median(x, axis=2),
                lambda x: _lower_median(x, 2), NUMERIC),
     _reduction("median_odd_keepdims", lambda x: ops.median(x, axis=1, keepdims=True),
-               lambda x: np.expand_dims(_lower_median(x, 1), 1), variant(NUMERIC)),
+               lambda x: np.expand_dims(_lower_median(x, 1), 1), variant(NUMERIC),
+               accepts=NUMERIC),
     _reduction("median_all", ops.median,
-               lambda x: _lower_median(x.reshape(-1), 0), variant(NUMERIC)),
+               lambda x: _lower_median(x.reshape(-1), 0), variant(NUMERIC), accepts=NUMERIC),
     _reduction("argmax", lambda x: ops.argmax(x, dim=1), lambda x: np.argmax(x, axis=1),
                NUMERIC, Arg((2, 3, 4), distinct=True), errors=(
                    _e((X34,), lambda x: ops.argmax(x, dim=2), ValueError,
@@ -603,8 +605,9 @@ REDUCTIONS = [
                  _e((X34,), lambda x: ops.histogram(x, [1.0, -1.0], True), ValueError,
                     "is not a monotonically increasing list"),
              )),
-    OpRecord("histogram_absolute", lambda x: ops.histogram(x, [0.5, 2.0], True),
-             lambda x: _histogram(x, [0.5, 2.0], True), (X34,), variant(FLOATS)),
+    OpRecord("histogram_absolute", lambda x: ops.histogram(x, [0.0, 0.5, 2.0], True),
+             lambda x: _histogram(x, [0.0, 0.5, 2.0], True),
+             (Arg(data=[[np.nan, -0.5, 2.0], [np.inf, -np.inf, 0.25]]),), variant(FLOATS)),
 ]
 
 # ------------------------------------------------------------------ indexing
@@ -771,13 +774,13 @@ def _to_fp8_reference(x: np.ndarray) -> np.ndarray:
     return x * 2.0**3  # rounded and checked for overflow when encoded
 
 
-FP8_DATA = [0.75, -0.0, 30.0, 30.5, 31.0, 32.0, 1000.0, -0.0001, 1.5, -2.25]
+FP8_DATA = [0.75, -0.0, 30.0, 30.5, 31.0, 32.0, 1000.0, -0.0001, 1.5, -2.25, np.nan, -np.inf]
 
 FP8 = [
     OpRecord("pow2scale_cast_to_fp8",
              lambda x: ops.pow2scale_cast_to_fp8(x, _scale(3), popxl.float8_143),
              _to_fp8_reference, (Arg(data=FP8_DATA),), ("float16", "float32"),
-             accepts=FLOATS, dtype_error=TypeError, errors=(
+             accepts=("float16", "float32", "bfloat16"), dtype_error=TypeError, errors=(
                  _e((X34,), lambda x: ops.pow2scale_cast_to_fp8(x, _scale(0), popxl.float16),
                     TypeError, "Data type .* is not supported for pow2scale_cast_to_fp8"),
                  _e((X34,), lambda x: ops.pow2scale_cast_to_fp8(
@@ -817,4 +820,23 @@ SHARED_ERRORS = (
     NOT_A_TENSOR,
     _e((X34,), lambda x: ops.relu("x"), TypeError, "The input `t` is not a Tensor"),
     _e((X34,), lambda x: ops.gather(x, [0]), TypeError, "The input `indices` is not a Tensor"),
+    _e((), lambda: ops.sum(np.ones(3)), TypeError, "The input `t` is not a Tensor"),
+    _e((), lambda: ops.argmax([1, 2]), TypeError, "The input `t` is not a Tensor"),
+    _e((), lambda: ops.topk([1, 2], 1, 0, True, True), TypeError, "The input `t` is not"),
+    _e((), lambda: ops.cumsum(1.0), TypeError, "The input `t` is not a Tensor"),
+    _e((), lambda: ops.reshape(np.ones(3), (3,)), TypeError, "The input `t` is not a Tensor"),
+    _e((), lambda: ops.flatten([1]), TypeError, "The input `t` is not a Tensor"),
+    _e((), lambda: ops.squeeze([1]), TypeError, "The input `t` is not a Tensor"),
+    _e((), lambda: ops.transpose([1]), TypeError, "The input `t` is not a Tensor"),
+    _e((), lambda: ops.split([1], 1), TypeError, "The input `t` is not a Tensor"),
+    _e((), lambda: ops.slice([1], 0), TypeError, "The input `t` is not a Tensor"),
+    _e((), lambda: ops.subsample([1], 1), TypeError, "The input `t` is not a Tensor"),
+    _e((X34,), lambda x: ops.dynamic_slice(x, [0], [0], [1], False), TypeError,
+       "The input `index` is not a Tensor"),
+    _e((X34,), lambda x: ops.scatter_reduce(x, 0, "sum", axis_size=2), TypeError,
+       "The input `indices` is not a Tensor"),
+    _e((X34,), lambda x: ops.onehot(x, 3, x, 0), TypeError,
+       "The input `num_classes` is not a Tensor"),
+    _e((X34,), lambda x: ops.pow2scale_cast_to_fp8(x, 2), TypeError,
+       "The input `log2_scale` is not a Tensor"),
 )

@@ -74,7 +74,9 @@ def test_outputs_are_named_then_or_else():
         then_graph = ir.create_graph(lambda t: (ops.relu(t), ops.exp(t)), x)
         else_graph = ir.create_graph(lambda t: (ops.sin(t), t), x)
         outs = conditional(flag, then_graph, else_graph, [x], [x])
+        again = conditional(flag, then_graph, else_graph, x, x)  # one tensor: one input
     assert [t.name for t in outs] == ["relu_out_or_sin_out", "exp_out_or_t"]
+    assert all(t.name.startswith(u.name + "__t") for t, u in zip(again, outs))
     assert all(t.graph is ir.main_graph and t.shape == (1,) for t in outs)
 
 

@@ -294,6 +294,26 @@ def test_print_tensor_prints_at_run_time_in_program_order(capfd: pytest.CaptureF
     assert lines == expected * 2
 
 
+def test_print_tensor_prints_every_loop_iteration(capfd: pytest.CaptureFixture) -> None:
+    from ipuxl.ops.repeat import repeat
+
+    def body(x: popxl.Tensor) -> popxl.Tensor:
+        return ops.print_tensor(x, title="loop") + 1
+
+    ir = popxl.Ir()
+    with ir.main_graph:
+        x = popxl.variable(np.int32(0), name="x")
+        ops.print_tensor(x, title="before")
+        (out,) = repeat(ir.create_graph(body, x), 3, x)
+        ops.print_tensor(out, title="after")
+    capfd.readouterr()
+    with popxl.Session(ir, "cpu") as session:
+        session.run()
+        jax.effects_barrier()
+    assert capfd.readouterr().err.splitlines() == [
+        "before: 0", "loop: 0", "loop: 1", "loop: 2", "after: 3"]
+
+
 def test_print_tensor_formats() -> None:
     options = dict(summarise_threshold=1000, edge_items=3, max_line_width=75, digits=3,
                    separator=" ", open_bracket="[", close_bracket="]")

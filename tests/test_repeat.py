@@ -301,6 +301,12 @@ def test_negative_count(setup):
         repeat(graph, -1, a, a, k)
 
 
+def test_the_body_must_be_a_graph(setup):
+    ir, a, k, graph = setup
+    with ir.main_graph, pytest.raises(TypeError, match="must be a popxl Graph"):
+        repeat(lambda t: t, 2, a)
+
+
 def test_more_outputs_than_inputs(setup):
     ir, a, k, _ = setup
     graph = ir.create_graph(lambda t: (t, t), a)

@@ -3,10 +3,7 @@ the host weight cache and its exact transfer counts, ``get_tensor(s)_data``,
 ``write_variable(s)_data``, compilation caching, and what a failed run leaves behind."""
 
 import logging
-import os
 import re
-import subprocess
-import sys
 from types import SimpleNamespace
 
 import jax
@@ -19,7 +16,6 @@ from ipuxl import fp8_utils, lowering, popart
 from ipuxl.op import OpDef
 
 F143 = popxl.float8_143
-REPOSITORY = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 NOT_ATTACHED = (
     "Must be attached to device before calling a runtime function. Put the call inside a "
@@ -364,6 +360,27 @@ def test_variables_of_another_ir_are_refused(session):
         session.write_variable_data(other.v, np.zeros(2, np.float32))
 
 
+def test_64_bit_variables_constants_and_streams_keep_64_bits():
+    ir = popxl.Ir()
+    with ir.main_graph:
+        v = popxl.variable(np.array([2**40, -5], np.int64), popxl.int64, name="v")
+        # More than 64 elements: passed to the executable as an argument, not inlined.
+        big = popxl.variable(np.arange(100, dtype=np.float64), popxl.float64, name="big")
+        ops.var_updates.accumulate_(big, popxl.constant(np.full(100, 1e-9), popxl.float64))
+        x = popxl.h2d_stream((2,), popxl.int64, name="x")
+        out = popxl.d2h_stream((2,), popxl.int64, name="out")
+        ops.host_store(out, ops.host_load(x) + v)
+    with popxl.Session(ir, "cpu") as session:
+        result = session.run({x: np.array([2**35, 1], np.int64)}, downcast_inputs=False)[out]
+        assert result.dtype == np.int64
+        np.testing.assert_array_equal(result, [2**40 + 2**35, -4])
+        session.write_variable_data(v, np.array([2**50, 0], np.int64))
+        np.testing.assert_array_equal(session.run({x: [0, 0]})[out], [2**50, 0])
+        data = session.get_tensors_data([v, big])
+    assert data[v].dtype == np.int64 and data[big].dtype == np.float64
+    np.testing.assert_array_equal(data[big], np.arange(100.0) + 1e-9 + 1e-9)  # not float32
+
+
 # ----------------------------------------------------------------------------- writing
 def test_write_takes_only_variables(session, program):
     message = (f"Tensor {program.c.id} is not of type Variable. write_variable_data is not "
@@ -474,7 +491,10 @@ def test_a_read_only_memmap_disables_weights_to_host(tmp_path, caplog):
         session.weights_to_host()
     with session:
         session.run()
+        with pytest.raises(Exception, match="^" + re.escape(message)):
+            session.get_tensor_data(v)  # would need a weights_to_host
     assert counts(session) == (1, 0)
+    np.testing.assert_array_equal(session.get_tensor_data(v), [0, 1, 2, 3])  # detached
 
 
 def test_a_writable_memmap_is_flushed_by_weights_to_host(tmp_path):
@@ -513,25 +533,31 @@ def test_identical_irs_compile_once():
     assert lowering.trace_count() == traced
 
 
-def test_popxl_cache_dir_writes_jax_cache_files(tmp_path):
-    # A fresh interpreter: JAX reads its persistent-cache settings once per process.
-    script = (
-        "import numpy as np, ipuxl as popxl, ipuxl.ops as ops\n"
-        "ir = popxl.Ir()\n"
-        "with ir.main_graph:\n"
-        "    s = popxl.h2d_stream((3,), popxl.float32)\n"
-        "    o = popxl.d2h_stream((3,), popxl.float32)\n"
-        "    ops.host_store(o, ops.exp(ops.host_load(s)) * 3.0)\n"
-        "with popxl.Session(ir) as session:\n"
-        "    print(session.run({s: np.zeros(3, np.float32)})[o])\n"
-    )
+_CACHE_OPTIONS = ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs",
+                  "jax_persistent_cache_min_entry_size_bytes")
+
+
+@pytest.fixture
+def restore_jax_cache_config():
+    saved = {name: getattr(jax.config, name) for name in _CACHE_OPTIONS}
+    yield
+    for name, value in saved.items():
+        jax.config.update(name, value)
+
+
+def test_popxl_cache_dir_writes_jax_cache_files(tmp_path, monkeypatch,
+                                                restore_jax_cache_config):
     cache = tmp_path / "cache"
-    env = {**os.environ, "POPXL_CACHE_DIR": str(cache), "PYTHONPATH": REPOSITORY}
-    result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
-                            text=True, timeout=120)
-    assert result.returncode == 0, result.stderr
-    assert "[3. 3. 3.]" in result.stdout
-    assert cache.is_dir() and any(cache.iterdir())
+    monkeypatch.setenv("POPXL_CACHE_DIR", str(cache))
+    ir = popxl.Ir()  # reads POPXL_CACHE_DIR
+    with ir.main_graph:
+        x = popxl.h2d_stream((3,), popxl.float32, name="x")
+        out = popxl.d2h_stream((3,), popxl.float32, name="out")
+        ops.host_store(out, ops.exp(ops.host_load(x)) * 7.0)  # a program no other test has
+    with popxl.Session(ir, "cpu") as session:
+        np.testing.assert_array_equal(session.run({x: np.zeros(3, np.float32)})[out], 7)
+    assert jax.config.jax_compilation_cache_dir == str(cache)
+    assert [p.name for p in cache.iterdir() if p.name.startswith("jit_step")]
 
 
 # ----------------------------------------------------------------------------- editing

@@ -247,7 +247,8 @@ def test_with_one_slot_every_load_reads_it_and_the_last_store_wins():
         assert session.run({x: np.int32(3)})[out] == 90
 
 
-@pytest.mark.xfail(not hasattr(ops, "repeat"), reason="needs ops.repeat", strict=False)
+@pytest.mark.xfail(not callable(getattr(ops, "repeat", None)), reason="needs ops.repeat",
+                   strict=False)
 def test_cursors_inside_a_repeat_follow_executions():
     """The spec's example: nht 20, 10 iterations loading d once and e twice each."""
     ir = popxl.Ir()
@@ -294,6 +295,12 @@ def test_output_set_is_checked_and_empty_mapping_says_output(add1):
         session.run_with_outputs(inputs, {})
     with pytest.raises(ValueError, match=r"^Unexpected/Missing output\."):
         session.run_with_outputs(inputs, {s.a: np.zeros(2, np.float32)})
+
+
+def test_inputs_are_checked_before_outputs(add1):
+    session, s = add1
+    with pytest.raises(ValueError, match="^Shape mismatch for input stream a"):
+        session.run_with_outputs({s.a: np.zeros(3), s.b: np.zeros(2)}, {})
 
 
 def test_leading_dimension_too_small(add4):

@@ -60,9 +60,17 @@ def _coerce(graph_input: Tensor, value: Any, describe: str, label: str) -> Tenso
         ) from None
 
 
-def _check_callable_graph(graph: Any, parent: Graph, building: Sequence[Graph],
-                          label: str) -> None:
-    """A call site needs a subgraph of the parent's Ir that is not being built."""
+def check_callable_graph(graph: Any, label: str = "called") -> None:
+    """A call site needs a subgraph of the current graph's Ir that is not being built.
+
+    Raises:
+        TypeError: ``graph`` is not a Graph.
+        ValueError: ``graph`` is the main graph, belongs to another Ir, or is still being
+            traced (a graph cannot call itself).
+    """
+    context = get_current_context()
+    parent = context.graph
+    building = context.graphs
     if not isinstance(graph, Graph):
         raise TypeError(
             f"The {label} graph must be a popxl Graph, got {type(graph).__name__}: "
@@ -95,15 +103,15 @@ def bind_inputs(
             or (with ``check_inputs``) missing inputs.
         TypeError: a host value cannot be coerced to the graph input's dtype.
     """
-    context = get_current_context()
-    parent = context.graph
-    _check_callable_graph(graph, parent, context.graphs, label)
+    check_callable_graph(graph, label)
+    parent = get_current_context().graph
     positional = _flatten_positional(inputs)
     graph_inputs = graph.inputs
     if len(positional) > len(graph_inputs):
         raise ValueError(
             f"Too many inputs have been provided to the {label} graph {graph.id}: it has "
-            f"{len(graph_inputs)} inputs but {len(positional)} were given positionally."
+            f"{len(graph_inputs)} inputs but {len(positional)} were given positionally (lists "
+            "and tuples count one value per element). Pass one value per graph input."
         )
     bound: list[Tensor | None] = [None] * len(graph_inputs)
     for i, value in enumerate(positional):
@@ -144,6 +152,7 @@ def bind_inputs(
             + table_to_string([["graph input", "shape", "dtype"], *missing])
             + "\n\nConnected inputs:\n"
             + table_to_string([["graph input", "parent tensor"], *connected])
+            + "\n\nPass the missing inputs positionally or in `inputs_dict`."
         )
     return bound
 
@@ -197,6 +206,7 @@ CALL = OpDef("call", infer=_call_rule, lower=_lower_call, special=True, effectfu
 
 
 def by_ref_indices(graph: Graph) -> tuple[int, ...]:
+    """The indices of ``graph``'s by-reference inputs (every call site writes them back)."""
     return tuple(i for i, t in enumerate(graph.inputs) if t in graph._by_ref_inputs)
 
 
@@ -210,6 +220,9 @@ def call(graph: Graph, *inputs: Any, inputs_dict: Mapping[Tensor, Any] | None = 
             graph inputs in order; lists and tuples are expanded one level.
         inputs_dict: parent values keyed by graph input tensor.
 
+    Returns:
+        The parent tensors holding the graph's outputs, in output order.
+
     Raises:
         ValueError, TypeError: the inputs do not bind (see ``docs/graphs.md``).
         popart_exception: a parent tensor's dtype or shape differs from the graph input's.
@@ -219,7 +232,12 @@ def call(graph: Graph, *inputs: Any, inputs_dict: Mapping[Tensor, Any] | None = 
 
 def call_with_info(graph: Graph, *inputs: Any, inputs_dict: Mapping[Tensor, Any] | None = None,
                    check_inputs: bool = True) -> CallSiteInfo:
-    """Like ``call``, returning the call site's :class:`CallSiteInfo`."""
+    """Like ``call``, returning the call site's :class:`CallSiteInfo`.
+
+    Args:
+        check_inputs: raise ``ValueError`` listing the graph inputs left unbound (with
+            False, an unbound input raises ``popart_exception`` when the op is created).
+    """
     bound = bind_inputs(graph, inputs, inputs_dict, "called", check_inputs)
     check_input_types(graph, bound, "called")
     tensors = require_all_bound(graph, bound)

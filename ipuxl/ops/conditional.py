@@ -90,8 +90,11 @@ CONDITIONAL = OpDef(
 )
 
 
-def _as_list(inputs: Iterable[Any] | None) -> list[Any]:
-    return [] if inputs is None else list(inputs)
+def _as_list(inputs: Iterable[Any] | Tensor | None) -> list[Any]:
+    """A branch's positional inputs; a single tensor (PopXL needs a list) is one input."""
+    if inputs is None:
+        return []
+    return [inputs] if isinstance(inputs, Tensor) else list(inputs)
 
 
 def conditional(
@@ -103,7 +106,17 @@ def conditional(
     then_inputs_dict: Mapping[Tensor, Any] | None = None,
     else_inputs_dict: Mapping[Tensor, Any] | None = None,
 ) -> tuple[Tensor, ...]:
-    """Run ``then_branch`` if ``cond`` is true, else ``else_branch``; returns its outputs.
+    """Run ``then_branch`` if ``cond`` is true, else ``else_branch``.
+
+    Args:
+        cond: a one-element bool tensor, for example loaded from a stream.
+        then_branch, else_branch: graphs with the same number of outputs, of the same
+            dtypes and shapes.
+        then_inputs, else_inputs: each branch's positional inputs, bound as by ``call``.
+        then_inputs_dict, else_inputs_dict: each branch's inputs keyed by graph input.
+
+    Returns:
+        One parent tensor per output, named ``<then output>_or_<else output>``.
 
     Raises:
         ValueError: the branches have different output counts; inputs do not bind.

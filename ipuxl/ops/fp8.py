@@ -27,13 +27,14 @@ import ml_dtypes
 
 from ipuxl import dtypes
 from ipuxl.op import OpDef, check_is_tensor
-from ipuxl.ops.type_rules import FLOAT_DTYPES
 from ipuxl.tensor import Tensor, TensorSpec
 
 __all__ = ["pow2scale_cast_to_fp8", "pow2scale_cast_from_fp8"]
 
 _FLOAT8_DTYPES = (dtypes.float8_143, dtypes.float8_152)
 _FROM_FP8_TARGETS = (dtypes.float16, dtypes.float32)
+# Sources that convert exactly to float32, so the cast rounds once (as the host cast does).
+_TO_FP8_SOURCES = (dtypes.float16, dtypes.float32, dtypes.bfloat16)
 
 
 def check_log2_scale(log2_scale: Tensor) -> None:
@@ -69,8 +70,7 @@ def _to_fp8_rule(t: Tensor, log2_scale: Tensor, *, data_type: dtypes.dtype) -> l
 
 
 def _to_fp8(x: jax.Array, log2_scale: jax.Array, *, data_type: dtypes.dtype) -> jax.Array:
-    wide = x.astype(jnp.float64 if x.dtype == jnp.float64 else jnp.float32)
-    scaled = wide * jnp.exp2(log2_scale.astype(wide.dtype))
+    scaled = jnp.ldexp(x.astype(jnp.float32), log2_scale)  # exact: a power-of-two scale
     # Overflow gives NaN explicitly, whatever the backend's conversion does out of range.
     overflow = ~(jnp.abs(scaled) < _overflow_threshold(data_type))  # also inf and NaN
     scaled = jnp.where(overflow, jnp.nan, scaled)
@@ -85,7 +85,7 @@ def pow2scale_cast_to_fp8(t: Tensor, log2_scale: Tensor,
     """``cast(t * 2**log2_scale)`` to a float8 format; overflow gives NaN.
 
     Args:
-        t: a float16, float32, float64 or bfloat16 tensor.
+        t: a float16, float32 or bfloat16 tensor.
         log2_scale: a rank-0 int32 tensor, read at run time.
         data_type: ``popxl.float8_143`` or ``popxl.float8_152``.
 
@@ -93,8 +93,8 @@ def pow2scale_cast_to_fp8(t: Tensor, log2_scale: Tensor,
         A float8 tensor of ``t``'s shape.
 
     Raises:
-        TypeError: ``data_type`` is not a float8 type, ``t`` is not a floating point
-            tensor, or ``log2_scale`` is not int32.
+        TypeError: ``data_type`` is not a float8 type, ``t`` is not float16, float32 or
+            bfloat16, or ``log2_scale`` is not int32.
         ValueError: ``log2_scale`` is not a scalar.
     """
     check_is_tensor("t", t)
@@ -103,10 +103,10 @@ def pow2scale_cast_to_fp8(t: Tensor, log2_scale: Tensor,
             f"Data type {data_type!r} is not supported for pow2scale_cast_to_fp8: use "
             "popxl.float8_143 or popxl.float8_152 (for other types use `ops.cast`)."
         )
-    if t.dtype not in FLOAT_DTYPES:
+    if t.dtype not in _TO_FP8_SOURCES:
         raise TypeError(
-            f"pow2scale_cast_to_fp8 casts floating point tensors; `{t.id}` is {t.dtype!r}. "
-            "Cast it to popxl.float16 or popxl.float32 first."
+            f"pow2scale_cast_to_fp8 casts float16, float32 or bfloat16 tensors; `{t.id}` is "
+            f"{t.dtype!r}. Cast it to popxl.float16 or popxl.float32 first."
         )
     check_log2_scale(log2_scale)
     return _TO_FP8.apply({"t": t, "log2_scale": log2_scale}, data_type=data_type)[0]
@@ -118,7 +118,7 @@ def _from_fp8_rule(t: Tensor, log2_scale: Tensor, *, data_type: dtypes.dtype
 
 
 def _from_fp8(x: jax.Array, log2_scale: jax.Array, *, data_type: dtypes.dtype) -> jax.Array:
-    value = x.astype(jnp.float32) * jnp.exp2(log2_scale.astype(jnp.float32))
+    value = jnp.ldexp(x.astype(jnp.float32), log2_scale)
     return value.astype(data_type.jax_dtype)
 
 

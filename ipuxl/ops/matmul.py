@@ -21,6 +21,7 @@ from jax import lax
 
 from ipuxl import dtypes
 from ipuxl.op import OpDef
+from ipuxl.ops.type_rules import check_available_memory_proportion
 from ipuxl.popart import popart_exception
 from ipuxl.tensor import Tensor, TensorSpec
 
@@ -99,11 +100,7 @@ def matmul(
         raise ValueError(
             f"partials_type must be popxl.float16 or popxl.float32, got {partials_type!r}."
         )
-    if available_memory_proportion is not None and not 0 < available_memory_proportion <= 1:
-        raise ValueError(
-            "available_memory_proportion must be in (0, 1], got "
-            f"{available_memory_proportion}."
-        )
+    check_available_memory_proportion("matmul", available_memory_proportion)
     return _MATMUL.apply({"lhs": lhs, "rhs": rhs}, output_type=output_type,
                          partials_type=partials_type)[0]
 

@@ -56,7 +56,8 @@ def format_tensor(value: np.ndarray, *, summarise_threshold: int, edge_items: in
         options.update(precision=digits, floatmode="fixed", suppress_small=True)
     elif float_format == "scientific":
         options["formatter"] = {
-            "float_kind": lambda v: np.format_float_scientific(v, precision=digits)}
+            "float_kind": lambda v: np.format_float_scientific(v, precision=digits,
+                                                               unique=False)}
     else:
         options["floatmode"] = "unique"
     text = np.array2string(array, **options)

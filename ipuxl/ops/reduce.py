@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ipuxl import dtypes
-from ipuxl.op import OpDef
+from ipuxl.op import OpDef, check_is_tensor
 from ipuxl.ops.type_rules import (
     FLOAT_DTYPES,
     NUMERIC_DTYPES,
@@ -90,7 +90,8 @@ def _declare(name: str, allowed: tuple[dtypes.dtype, ...], what: str, lower: Cal
 
     def op(t: Tensor, axis: int | Iterable[int] | None = None, keepdims: bool = False
            ) -> Tensor:
-        axes = normalize_axes(name, axis, t.rank) if t.rank else ()
+        check_is_tensor("t", t)
+        axes = normalize_axes(name, axis, t.rank)
         return opdef.apply({"t": t}, axis=axes, keepdims=builtins.bool(keepdims))[0]
 
     op.__name__ = op.__qualname__ = name
@@ -171,6 +172,7 @@ _ARGMIN = OpDef("argmin", infer=_arg_rule("argmin"), lower=lambda x, *, dim, kee
 
 
 def _arg_apply(opdef: OpDef, t: Tensor, dim: int, keepdim: bool) -> Tensor:
+    check_is_tensor("t", t)
     (dim,) = normalize_axes(opdef.name, dim, t.rank)
     return opdef.apply({"t": t}, dim=dim, keepdim=builtins.bool(keepdim))[0]
 
@@ -253,6 +255,7 @@ def topk(t: Tensor, k: int, axis: int, largest: bool, sorted: bool,
         ValueError: ``k`` or ``axis`` is out of range.
         popart_exception: ``t``'s dtype is not numeric.
     """
+    check_is_tensor("t", t)
     check_available_memory_proportion("topk", available_memory_proportion)
     (axis,) = normalize_axes("topk", axis, t.rank)
     size = t.shape[axis] if t.rank else 1
@@ -296,6 +299,7 @@ def cumsum(t: Tensor, dim: int = 0) -> Tensor:
         ValueError: ``dim`` is out of range.
         popart_exception: ``t``'s dtype is not numeric.
     """
+    check_is_tensor("t", t)
     (dim,) = normalize_axes("cumsum", dim, t.rank)
     return _CUMSUM.apply({"t": t}, dim=dim)[0]
 
@@ -346,9 +350,15 @@ def _histogram(x: jax.Array, *, levels: tuple[float, ...], absolute_of_input: bo
     wide = x.astype(jnp.float64 if x.dtype == jnp.float64 else jnp.float32).reshape(-1)
     if absolute_of_input:
         wide = jnp.abs(wide)
-    # Bin i holds levels[i-1] <= x < levels[i]; bin 0 is below levels[0].
-    bins = jnp.searchsorted(jnp.asarray(levels, wide.dtype), wide, side="right")
-    return jnp.zeros((len(levels) + 1,), jnp.uint32).at[bins].add(jnp.uint32(1))
+    if not levels:
+        return jnp.sum(~jnp.isnan(wide), dtype=jnp.uint32)[None]
+    # at_least[i] counts x >= levels[i]; the levels increase, so bin i (levels[i-1] <= x <
+    # levels[i]) holds at_least[i-1] - at_least[i] elements. NaN falls in no bin (tested
+    # explicitly: XLA folds abs(x) >= 0 to true).
+    at_least = jnp.sum((wide[:, None] >= jnp.asarray(levels, wide.dtype))
+                       & ~jnp.isnan(wide)[:, None], axis=0, dtype=jnp.uint32)
+    below = jnp.sum(wide < levels[0], dtype=jnp.uint32)
+    return jnp.concatenate([below[None], at_least[:-1] - at_least[1:], at_least[-1:]])
 
 
 _HISTOGRAM = OpDef("histogram", infer=_histogram_rule, lower=_histogram)
@@ -357,7 +367,7 @@ _HISTOGRAM = OpDef("histogram", infer=_histogram_rule, lower=_histogram)
 def histogram(t: Tensor, levels: Iterable[float], absolute_of_input: bool) -> Tensor:
     """Count the elements of ``t`` in the bins that ``levels`` bound.
 
-    The bins are ``(-inf, l0)``, ``[l0, l1)``, ..., ``[l_{n-1}, +inf)``.
+    The bins are ``(-inf, l0)``, ``[l0, l1)``, ..., ``[l_{n-1}, +inf)``; NaN is in none.
 
     Args:
         t: a floating point tensor.

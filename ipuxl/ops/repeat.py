@@ -32,6 +32,7 @@ from ipuxl.ops.call import (
     CallSiteInfo,
     bind_inputs,
     by_ref_indices,
+    check_callable_graph,
     check_input_types,
     require_all_bound,
 )
@@ -56,7 +57,7 @@ def _lower_repeat(lowering: GraphLowering, op: Op) -> None:
     carried = len(op.outputs)
     modified = [i - _USER_OFFSET for i in op.attrs["modified"] if i >= _USER_OFFSET]
     streams = lowering.streams
-    from ipuxl.lowering import graph_streams
+    from ipuxl.lowering import graph_streams, stream_advance
 
     stream_sets = graph_streams(wrapper)
     keep_going = jnp.asarray(True)
@@ -76,11 +77,16 @@ def _lower_repeat(lowering: GraphLowering, op: Op) -> None:
         return tuple(next_inputs), last, streams.export(*stream_sets)
 
     initial = tuple(lowering.read(t) for t in user_tensors)
+    snapshot = streams.static_snapshot(*stream_sets)
     state = (initial, tuple(initial[i] for i in modified), streams.export(*stream_sets))
     if count > 0:
         state = lax.fori_loop(0, count, body, state)
     final_inputs, last_finals, carry = state
     streams.restore(*stream_sets, carry)
+    advance = stream_advance(wrapper) if snapshot is not None else None
+    if advance is not None:
+        # The slots the loop used are known now: no run-time mask of written slots.
+        streams.advance_static(snapshot, advance, times=count)
     for tensor, value in zip(op.outputs, final_inputs[:carried]):
         lowering.set(tensor, value)
     for index, value in zip(modified, last_finals):
@@ -134,11 +140,21 @@ def _wrapper_graph(graph: Graph) -> Graph:
 
 def repeat(graph: Graph, repeat_count: int, *inputs: Any,
            inputs_dict: Mapping[Tensor, Any] | None = None) -> tuple[Tensor, ...]:
-    """Run ``graph`` ``repeat_count`` times; returns the last iteration's outputs.
+    """Run ``graph`` ``repeat_count`` times.
+
+    Args:
+        graph: the loop body. With N outputs, output i of one iteration is input i of the
+            next; inputs N and above are bound once (by value unless by reference).
+        repeat_count: the number of iterations; 0 returns the initial values.
+        *inputs, inputs_dict: the parent values for the graph inputs, bound as by ``call``.
+
+    Returns:
+        The N outputs of the last iteration, named with a ``__t<n>`` suffix.
 
     Raises:
         ValueError: a negative count, more graph outputs than inputs, or inputs that do
             not bind.
+        popart_exception: a parent's or a carried output's type differs from its input's.
     """
     return repeat_with_info(graph, repeat_count, *inputs, inputs_dict=inputs_dict).outputs
 
@@ -152,6 +168,7 @@ def repeat_with_info(graph: Graph, repeat_count: int, *inputs: Any,
         raise ValueError(
             f"Repeat count must be >= 0, got {repeat_count}. Use 0 to skip the loop."
         )
+    check_callable_graph(graph)
     if len(graph.inputs) < len(graph.outputs):
         raise ValueError(
             f"To repeat the subgraph ({graph.id}) the number of inputs must be greater than or "

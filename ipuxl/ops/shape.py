@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ipuxl.op import OpDef
+from ipuxl.op import OpDef, check_is_tensor
 from ipuxl.ops.type_rules import normalize_axes
 from ipuxl.popart import popart_exception
 from ipuxl.tensor import Tensor, TensorSpec
@@ -81,21 +81,25 @@ def reshape(t: Tensor, shape: Iterable[int]) -> Tensor:
     Raises:
         ValueError: an entry is 0 or below -1, several are -1, or the sizes do not match.
     """
+    check_is_tensor("t", t)
     return _RESHAPE.apply({"t": t}, shape=_resolve_shape(t, shape))[0]
 
 
 def reshape_(t: Tensor, shape: Iterable[int]) -> Tensor:
     """A reshaped view of ``t``."""
+    check_is_tensor("t", t)
     return _RESHAPE_.apply({"t": t}, shape=_resolve_shape(t, shape))[0]
 
 
 def flatten(t: Tensor) -> Tensor:
     """``t`` as a 1-D tensor."""
+    check_is_tensor("t", t)
     return reshape(t, (t.nelms,))
 
 
 def flatten_(t: Tensor) -> Tensor:
     """A 1-D view of ``t``."""
+    check_is_tensor("t", t)
     return reshape_(t, (t.nelms,))
 
 
@@ -105,6 +109,7 @@ def squeeze(t: Tensor, axes: int | Iterable[int] | None = None) -> Tensor:
     Raises:
         ValueError: duplicate axes, an axis beyond the rank, or an axis longer than 1.
     """
+    check_is_tensor("t", t)
     if axes is None:
         return reshape(t, tuple(d for d in t.shape if d != 1) or ())
     items = [axes] if isinstance(axes, (int, np.integer)) else [int(a) for a in axes]
@@ -145,6 +150,7 @@ _TRANSPOSE_ = OpDef(
 
 
 def _permutation(t: Tensor, permutation: Iterable[int] | None) -> tuple[int, ...]:
+    check_is_tensor("t", t)
     if permutation is None:
         return tuple(reversed(range(t.rank)))
     perm = tuple(int(p) % t.rank if t.rank else int(p) for p in permutation)
@@ -249,6 +255,7 @@ def split(t: Tensor, splits: int | list[int], axis: int = 0) -> list[Tensor]:
     Raises:
         ValueError: an int ``splits`` does not divide the axis, or the sizes do not sum to it.
     """
+    check_is_tensor("t", t)
     (axis,) = normalize_axes("split", axis, t.rank)
     length = t.shape[axis]
     if isinstance(splits, (int, np.integer)):
@@ -292,6 +299,7 @@ def _as_list(value: Any) -> list | None:
 
 
 def _slice_index(t: Tensor, start: Any, stop: Any, step: Any, axis: Any) -> tuple | None:
+    check_is_tensor("t", t)
     starts, stops, steps, axes = (_as_list(v) for v in (start, stop, step, axis))
     given = [v for v in (starts, stops, steps) if v is not None]
     if not given:
@@ -359,6 +367,7 @@ def subsample(t: Tensor, strides: int | Iterable[int]) -> Tensor:
     Raises:
         ValueError: more strides than axes, or a stride below 1.
     """
+    check_is_tensor("t", t)
     strides = [int(strides)] if isinstance(strides, (int, np.integer)) else [
         int(s) for s in strides]
     if len(strides) > t.rank:

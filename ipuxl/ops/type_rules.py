@@ -126,12 +126,12 @@ def normalize_axes(op: str, axes: int | Iterable[int] | None, rank: int) -> tupl
     result = []
     for axis in items:
         axis = int(axis)
-        if not -rank <= axis < max(rank, 1):
+        if not -rank <= axis < rank:
+            valid = f"use an axis in [{-rank}, {rank - 1}]" if rank else "a scalar has no axes"
             raise ValueError(
-                f"{op}: axis {axis} is out of range for a tensor of rank {rank}; "
-                f"use an axis in [{-rank}, {rank - 1}]."
+                f"{op}: axis {axis} is out of range for a tensor of rank {rank}; {valid}."
             )
-        result.append(axis % rank if rank else 0)
+        result.append(axis % rank)
     return tuple(sorted(set(result)))
 
 
