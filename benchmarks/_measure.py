@@ -1,14 +1,16 @@
 """Timing and memory helpers shared by the benchmarks.
 
 On a small, shared machine a single timing says little: the helpers here interleave the
-sides being compared (A, B, A, B, ...) so that a slow period hits both, and report
-medians, which ignore the occasional stall.
+sides being compared (A, B, B, A, ...) so that a slow period hits both, and compare
+them through the median of per-round ratios, which ignores the occasional stall.
 
 Example:
-    >>> times = interleaved_medians({"a": lambda: None, "b": lambda: None}, rounds=3,
-    ...                             calls_per_round=10)
-    >>> sorted(times)
-    ['a', 'b']
+    >>> samples = interleaved_samples({"a": lambda: None, "b": lambda: None}, rounds=3,
+    ...                               calls_per_round=10)
+    >>> [len(samples["a"]), len(samples["b"])]
+    [3, 3]
+    >>> paired_ratio([2.0, 4.0, 9.0], [1.0, 2.0, 3.0])
+    2.0
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ import time
 from collections.abc import Callable, Mapping
 
 __all__ = [
-    "interleaved_medians",
     "interleaved_samples",
     "paired_ratio",
     "peak_rss_mib",
@@ -56,13 +57,6 @@ def interleaved_samples(sides: Mapping[str, Callable[[], object]], rounds: int,
                 call()
             samples[name].append((time.perf_counter() - start) / calls_per_round)
     return samples
-
-
-def interleaved_medians(sides: Mapping[str, Callable[[], object]], rounds: int,
-                        calls_per_round: int = 1) -> dict[str, float]:
-    """The median of :func:`interleaved_samples` for each side, in seconds per call."""
-    samples = interleaved_samples(sides, rounds, calls_per_round)
-    return {name: statistics.median(values) for name, values in samples.items()}
 
 
 def paired_ratio(numerator: list[float], denominator: list[float]) -> float:

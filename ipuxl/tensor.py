@@ -388,7 +388,7 @@ class Tensor:
         from ipuxl import ops
 
         # A Python-scalar exponent takes the tensor's dtype (PopXL's `t ** 2` fails).
-        if isinstance(other, (int, float)) and not isinstance(other, bool):
+        if isinstance(other, (int, float, np.number)) and not isinstance(other, (bool, np.bool_)):
             other = self._ensure_tensor(other)
         return ops.pow(self, other)
 

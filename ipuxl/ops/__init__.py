@@ -4,7 +4,11 @@ Every op is declared once, as an :class:`ipuxl.op.OpDef` next to the function th
 it; the modules here group them by family.
 """
 
-from ipuxl.ops import var_updates
+from typing import Literal
+
+from ipuxl.ops import collectives, var_updates
+from ipuxl.ops.call import CallSiteInfo, call, call_with_info
+from ipuxl.ops.conditional import ConditionalSiteInfo, conditional, conditional_with_info
 from ipuxl.ops.elementwise import (
     abs,
     add,
@@ -72,6 +76,7 @@ from ipuxl.ops.indexing import (
     tied_gather,
 )
 from ipuxl.ops.matmul import matmul
+from ipuxl.ops.placement import io_tile_copy, ipu_copy
 from ipuxl.ops.print_tensor import print_tensor
 from ipuxl.ops.reduce import (
     argmax,
@@ -92,6 +97,7 @@ from ipuxl.ops.reduce import (
     sumsquare,
     topk,
 )
+from ipuxl.ops.repeat import repeat, repeat_with_info
 from ipuxl.ops.shape import (
     concat,
     concat_,
@@ -109,7 +115,9 @@ from ipuxl.ops.shape import (
 )
 
 __all__ = [
-    "var_updates",
+    "var_updates", "collectives",
+    "call", "call_with_info", "CallSiteInfo", "repeat", "repeat_with_info", "conditional",
+    "conditional_with_info", "ConditionalSiteInfo", "ipu_copy", "io_tile_copy", "PadType",
     "abs", "add", "add_", "cast", "ceil", "clamp", "clip", "cos", "detach", "detach_", "div",
     "equal", "exp", "exp_", "floor", "fmod", "gelu", "gelu_", "geluerf", "geluerf_",
     "greater", "identity", "increment_mod", "increment_mod_", "isfinite", "isinf", "isnan",
@@ -125,3 +133,6 @@ __all__ = [
     "argmax", "argmin", "cumsum", "histogram", "l1", "l2", "lamb_square", "logsum",
     "logsumexp", "max", "mean", "median", "min", "prod", "sum", "sumsquare", "topk",
 ]
+
+# The padding modes of `conv` (which comes with the NN ops).
+PadType = Literal["not_set", "same_upper", "same_lower", "valid"]

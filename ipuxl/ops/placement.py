@@ -1,0 +1,67 @@
+"""Placement ops: copy a tensor to another IPU (``ipu_copy``) or tile set
+(``io_tile_copy``). Both are identities in value; the output records the new placement,
+which the IPU simulator uses.
+
+Example:
+    >>> import ipuxl as popxl, ipuxl.ops as ops
+    >>> ir = popxl.Ir()
+    >>> with ir.main_graph, popxl.ipu(0):
+    ...     x = ops.init((2,), popxl.float32, "x")
+    ...     y = ops.ipu_copy(x, 1)
+    >>> y.name, y.ipu
+    ('x_c1', 1)
+"""
+
+from __future__ import annotations
+
+from ipuxl.context import get_current_context, ipu
+from ipuxl.errors import UndefinedValue
+from ipuxl.op import OpDef, check_is_tensor
+from ipuxl.ops.type_rules import same_as_input
+from ipuxl.tensor import Tensor
+
+__all__ = ["ipu_copy", "io_tile_copy"]
+
+_IPU_COPY = OpDef("ipu_copy", infer=same_as_input, lower=lambda x, **attrs: x,
+                  check_placement=False)
+_IO_TILE_COPY = OpDef("io_tile_copy", infer=same_as_input, lower=lambda x: x,
+                      check_placement=False)
+
+
+def ipu_copy(t: Tensor, destination: int, source: int | None = None) -> Tensor:
+    """A copy of ``t`` on IPU ``destination``, named ``<t.name>_c<destination>``.
+
+    Args:
+        source: the IPU ``t`` is on; taken from ``t`` when None.
+
+    Raises:
+        ValueError: ``source`` is None and ``t``'s IPU is undefined.
+    """
+    check_is_tensor("t", t)
+    if source is None:
+        try:
+            source = t.ipu
+        except UndefinedValue:
+            raise ValueError(
+                f"Could not infer the ipu for Tensor to be copied `{t.id}`: it has no "
+                "producer and no consumer placed on an IPU. Pass `source=`."
+            ) from None
+    with ipu(destination):
+        return _IPU_COPY.apply({"t": t}, names=[f"{t.name}_c{destination}"],
+                               source=int(source), destination=int(destination))[0]
+
+
+def io_tile_copy(t: Tensor) -> Tensor:
+    """A copy of ``t`` on the other tile set (compute <-> IO)."""
+    check_is_tensor("t", t)
+    context = get_current_context()
+    try:
+        moving_to_io = t.tile_set == "compute"
+    except UndefinedValue:
+        moving_to_io = not context.io_tiles
+    previous = context.io_tiles
+    context.io_tiles = moving_to_io
+    try:
+        return _IO_TILE_COPY.apply({"t": t})[0]
+    finally:
+        context.io_tiles = previous
