@@ -75,8 +75,7 @@ def peak_rss_mib() -> float:
     across ``fork`` and ``exec``, so a subprocess started by a large parent reports at
     least the parent's peak (a trivial child of a parent that peaked at 225 MiB reports
     225 MiB; its ``VmHWM`` is 9 MiB), which would hide the difference between two
-    subprocesses. Elsewhere it is ``ru_maxrss``
-    (KiB on Linux, bytes on macOS).
+    subprocesses. Without ``/proc`` it is ``ru_maxrss`` (bytes on macOS, KiB elsewhere).
     """
     try:
         with open("/proc/self/status") as status:

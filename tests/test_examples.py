@@ -25,8 +25,6 @@ EXPECTED_OUTPUT = {
     "repeat_graph_2.py": ["Output shape is (8, 2, 2)"],
 }
 
-NEEDS_SUBGRAPHS = {"repeat_graph_2.py"}
-
 
 def test_every_example_is_checked():
     # The subgraph examples (graphs_*.py) are checked by test_graph_examples.py.
@@ -53,15 +51,7 @@ def finished():
     return results
 
 
-def _cases():
-    for name in EXPECTED_OUTPUT:
-        marks = ()
-        if name in NEEDS_SUBGRAPHS:
-            marks = pytest.mark.xfail(strict=False, reason="needs create_graph/repeat")
-        yield pytest.param(name, marks=marks, id=name.removesuffix(".py"))
-
-
-@pytest.mark.parametrize("name", list(_cases()))
+@pytest.mark.parametrize("name", list(EXPECTED_OUTPUT), ids=lambda n: n.removesuffix(".py"))
 def test_example_runs_and_prints_its_results(finished, name):
     result = finished[name]
     assert result.returncode == 0, result.stderr[-3000:]

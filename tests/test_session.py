@@ -447,6 +447,21 @@ def test_writing_all_replicas_of_a_grouped_variable_is_not_supported():
         session.write_variable_data(v, np.zeros(2, np.float32))
 
 
+def test_grouped_variables_read_back_per_group_or_per_replica():
+    ir = popxl.Ir(replication=4)
+    data = np.array([[1, 2], [3, 4]], np.float32)  # one row per group
+    with ir.main_graph:
+        grouping = ir.replica_grouping(group_size=2)  # replicas 0,1 | 2,3
+        per_group = popxl.variable(data, name="per_group", replica_grouping=grouping)
+        per_replica = popxl.variable(data, name="per_replica", replica_grouping=grouping,
+                                     retrieval_mode="all_replicas")
+        ops.host_store(popxl.d2h_stream((2,), popxl.float32), per_group + per_replica)
+    session = popxl.Session(ir, "ipu_model")
+    np.testing.assert_array_equal(session.get_tensor_data(per_group), data)
+    np.testing.assert_array_equal(session.get_tensor_data(per_replica),
+                                  data[[0, 0, 1, 1]])  # host[assignment[k]], replica order
+
+
 def test_a_detached_write_reaches_the_device_on_the_next_enter(session, program):
     session.write_variable_data(program.v, np.array([100, 200], np.float32))
     assert counts(session) == (0, 0)
