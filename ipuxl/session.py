@@ -104,13 +104,18 @@ class Session:
         self._slots = ir.num_host_transfers
         self._replicas = ir.instance_replication_factor
         self._program = lower_ir(ir)
-        self._compiled, self._static_written = self._compile()
+        self._uses_64bit = self._program.uses_64bit
         program = self._program
-        self._expected_inputs = frozenset(program.h2d_streams)
-        self._expected_outputs = frozenset(program.d2h_streams)
         self._input_layouts = tuple(
             host_buffers.StreamLayout.of(s, "input", self._slots, self._replicas)
             for s in program.h2d_streams)
+        if self._replicas > 1:
+            # Replicated runs are refused at run time (see _execute); nothing to compile.
+            self._call, self._static_written = None, (None,) * len(program.d2h_streams)
+        else:
+            self._call, self._static_written = self._compile()
+        self._expected_inputs = frozenset(program.h2d_streams)
+        self._expected_outputs = frozenset(program.d2h_streams)
         # Per output stream: its layout, and the slots the run writes when known statically
         # (None: the executable returns a mask of them).
         self._output_layouts = tuple(
@@ -127,7 +132,7 @@ class Session:
 
     # ----------------------------------------------------------------- compile
     def _x64(self) -> contextlib.AbstractContextManager:
-        return jax.enable_x64(True) if self._program.uses_64bit else contextlib.nullcontext()
+        return jax.enable_x64(True) if self._uses_64bit else contextlib.nullcontext()
 
     def _to_device(self, host_arrays: Iterable[np.ndarray]) -> tuple[jax.Array, ...]:
         """Copy host arrays to the device as the executable expects them (64-bit types
@@ -137,17 +142,37 @@ class Session:
                          for data in host_arrays)
 
     def _compile(self) -> tuple[Any, tuple]:
+        """The program as one jitted function over flat arguments, compiled now.
+
+        ``flat(*state, *constants, *inputs) -> (*state, *outputs, *masks)``: inputs are in
+        the host layout (the reshape to ``[slots, ...]`` happens inside XLA, for free) and
+        the state is donated. Executables are shared between Sessions of identical Irs.
+        """
         key = (fingerprint(self._ir, self._device_desc), str(self._device))
         if key in _EXECUTABLES:
             return _EXECUTABLES[key]
         program = self._program
+        state_count = len(program.variables)
+        constant_count = len(program.arg_constants)
+        device_shapes = [layout.device_shape for layout in self._input_layouts]
+
+        def flat_step(*args: jax.Array) -> tuple[jax.Array, ...]:
+            state = args[:state_count]
+            constants = args[state_count:state_count + constant_count]
+            inputs = tuple(x.reshape(shape) for x, shape in
+                           zip(args[state_count + constant_count:], device_shapes))
+            new_state, outputs, masks = program.step(state, constants, inputs)
+            return (*new_state, *outputs, *masks)
+
         sharding = jax.sharding.SingleDeviceSharding(self._device)
-        args = jax.tree.map(
-            lambda spec: jax.ShapeDtypeStruct(spec.shape, spec.dtype, sharding=sharding),
-            program.abstract_arguments(),
-        )
+        state_specs, constant_specs, _ = program.abstract_arguments()
+        input_specs = [jax.ShapeDtypeStruct(layout.host_shape, layout.device_dtype)
+                       for layout in self._input_layouts]
+        specs = [jax.ShapeDtypeStruct(spec.shape, spec.dtype, sharding=sharding)
+                 for spec in (*state_specs, *constant_specs, *input_specs)]
+        jitted = jax.jit(flat_step, donate_argnums=tuple(range(state_count)), keep_unused=True)
         with self._x64():
-            compiled = jax.jit(program.step, donate_argnums=0).lower(*args).compile()
+            compiled = jitted.lower(*specs).compile()
         _EXECUTABLES[key] = (compiled, program.static_written)
         return _EXECUTABLES[key]
 
@@ -293,30 +318,47 @@ class Session:
         """
         inputs = {} if inputs is None else inputs
         # PopXL's order: all input checks, then all output checks.
-        host_buffers.check_stream_set("input", self._expected_inputs, inputs)
+        if inputs.keys() != self._expected_inputs:
+            host_buffers.check_stream_set("input", self._expected_inputs, inputs)
         device_inputs = []
         for layout in self._input_layouts:
-            array = host_buffers.convert_input(layout, inputs[layout.stream], downcast_inputs)
+            value = inputs[layout.stream]
+            if (type(value) is np.ndarray and value.dtype == layout.device_dtype
+                    and value.shape == layout.host_shape):
+                device_inputs.append(value)  # already exactly what the executable takes
+                continue
+            array = host_buffers.convert_input(layout, value, downcast_inputs)
             host_buffers.check_array_shape(layout, array)
-            device_inputs.append(host_buffers.to_device_layout(layout, array))
+            device_inputs.append(
+                host_buffers.to_device_layout(layout, array).reshape(layout.host_shape))
         if outputs is not None:
             host_buffers.check_stream_set("output", self._expected_outputs, outputs)
             for layout, _ in self._output_layouts:
                 host_buffers.check_array_shape(layout, outputs[layout.stream])
+        if self._replicas > 1:
+            raise NotImplementedError(
+                f"Running a replicated program (replication_factor={self._replicas}) is not "
+                "supported yet: ipuxl builds, prints and validates it, but replicas on a "
+                "device mesh come with the replication work. Run with replication_factor=1."
+            )
         state = self._device_state
-        with self._x64():
-            try:
-                new_state, results, masks = self._compiled(
-                    state, self._device_constants, tuple(device_inputs))
-            except Exception as error:
-                self._recover_from_failed_run(state, error)
-                raise
-        self._device_state = new_state
+        try:
+            if self._uses_64bit:
+                with jax.enable_x64(True):
+                    results = self._call(*state, *self._device_constants, *device_inputs)
+            else:
+                results = self._call(*state, *self._device_constants, *device_inputs)
+        except Exception as error:
+            self._recover_from_failed_run(state, error)
+            raise
+        state_count = len(state)
+        self._device_state = results[:state_count]
         self._host_in_sync = False
-        masks_iter = iter(masks)
+        outputs = results[state_count:state_count + len(self._output_layouts)]
+        masks = iter(results[state_count + len(self._output_layouts):])
         return [
-            (np.asarray(result), None if written is not None else np.asarray(next(masks_iter)))
-            for (_, written), result in zip(self._output_layouts, results)
+            (np.asarray(result), None if written is not None else np.asarray(next(masks)))
+            for (_, written), result in zip(self._output_layouts, outputs)
         ]
 
     def _recover_from_failed_run(self, state: tuple[jax.Array, ...] | None,

@@ -63,7 +63,7 @@ class _Stream:
         return self._stream_tensor.id
 
     def __hash__(self) -> int:
-        return hash(self._stream_tensor)
+        return self._stream_tensor._hash
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, _Stream) and self._stream_tensor == other._stream_tensor

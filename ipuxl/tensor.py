@@ -113,6 +113,8 @@ class Tensor:
         self._producer = producer
         self._ipu = producer.ipu if producer is not None else None
         self._tile_set = producer.tile_set if producer is not None else None
+        # Tensors key many dicts on the run path (streams, variables): hash once.
+        self._hash = hash((tensor_id, graph.ir))
         return self
 
     # ----------------------------------------------------------------- identity
@@ -310,7 +312,7 @@ class Tensor:
         return f"{type(self).__name__}[{self.id} {self.dtype!r} {self.shape}]"
 
     def __hash__(self) -> int:
-        return hash((self._id, self._graph.ir))
+        return self._hash
 
     def __eq__(self, other: object) -> bool:
         return (

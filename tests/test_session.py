@@ -572,7 +572,7 @@ def test_popxl_cache_dir_writes_jax_cache_files(tmp_path, monkeypatch,
     with popxl.Session(ir, "cpu") as session:
         np.testing.assert_array_equal(session.run({x: np.zeros(3, np.float32)})[out], 7)
     assert jax.config.jax_compilation_cache_dir == str(cache)
-    assert [p.name for p in cache.iterdir() if p.name.startswith("jit_step")]
+    assert [p.name for p in cache.iterdir() if p.name.startswith("jit_flat_step")]
 
 
 # ----------------------------------------------------------------------------- editing
