@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 
 __all__ = [
     "interleaved_samples",
+    "interleaved_medians",
     "paired_ratio",
     "peak_rss_mib",
     "format_seconds",
@@ -57,6 +58,13 @@ def interleaved_samples(sides: Mapping[str, Callable[[], object]], rounds: int,
                 call()
             samples[name].append((time.perf_counter() - start) / calls_per_round)
     return samples
+
+
+def interleaved_medians(sides: Mapping[str, Callable[[], object]], rounds: int,
+                        calls_per_round: int = 1) -> dict[str, float]:
+    """The median of :func:`interleaved_samples` for each side, in seconds per call."""
+    samples = interleaved_samples(sides, rounds, calls_per_round)
+    return {name: statistics.median(values) for name, values in samples.items()}
 
 
 def paired_ratio(numerator: list[float], denominator: list[float]) -> float:
