@@ -1,15 +1,8 @@
 """Every program in ``examples/`` runs as a script, exits with 0 and prints the numbers its
 guide listing promises. The scripts run concurrently, each in a fresh interpreter."""
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
-
-REPOSITORY = Path(__file__).resolve().parent.parent
-EXAMPLES = REPOSITORY / "examples"
+from example_runner import EXAMPLES, run_examples
 
 # Per example: lines (or parts of lines) its output must contain.
 EXPECTED_OUTPUT = {
@@ -34,21 +27,7 @@ def test_every_example_is_checked():
 
 @pytest.fixture(scope="module")
 def finished():
-    """Run all examples at once; map each file name to its CompletedProcess."""
-    env = {**os.environ, "PYTHONPATH": str(REPOSITORY)}
-    env.pop("POPXL_CACHE_DIR", None)
-    running = {
-        name: subprocess.Popen([sys.executable, str(EXAMPLES / name)], cwd=REPOSITORY,
-                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True)
-        for name in EXPECTED_OUTPUT
-    }
-    results = {}
-    for name, process in running.items():
-        stdout, stderr = process.communicate(timeout=120)
-        results[name] = subprocess.CompletedProcess(process.args, process.returncode, stdout,
-                                                    stderr)
-    return results
+    return run_examples(EXPECTED_OUTPUT)
 
 
 @pytest.mark.parametrize("name", list(EXPECTED_OUTPUT), ids=lambda n: n.removesuffix(".py"))

@@ -1,15 +1,8 @@
 """The subgraph examples (``examples/graphs_*.py``) run as scripts, exit with 0 and print
 their results. They run concurrently, each in a fresh interpreter."""
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
-
-REPOSITORY = Path(__file__).resolve().parent.parent
-EXAMPLES = REPOSITORY / "examples"
+from example_runner import EXAMPLES, run_examples
 
 EXPECTED_OUTPUT = {
     "graphs_call.py": ["graph scale_and_shift_subgraph(0)(x: f32[1,3])",
@@ -28,21 +21,7 @@ def test_every_graph_example_is_checked():
 
 @pytest.fixture(scope="module")
 def finished():
-    """Run the examples at once; map each file name to its CompletedProcess."""
-    env = {**os.environ, "PYTHONPATH": str(REPOSITORY)}
-    env.pop("POPXL_CACHE_DIR", None)
-    running = {
-        name: subprocess.Popen([sys.executable, str(EXAMPLES / name)], cwd=REPOSITORY,
-                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True)
-        for name in EXPECTED_OUTPUT
-    }
-    results = {}
-    for name, process in running.items():
-        stdout, stderr = process.communicate(timeout=120)
-        results[name] = subprocess.CompletedProcess(process.args, process.returncode, stdout,
-                                                    stderr)
-    return results
+    return run_examples(EXPECTED_OUTPUT)
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED_OUTPUT))
