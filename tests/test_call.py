@@ -8,6 +8,7 @@ import re
 
 import numpy as np
 import pytest
+from session_helpers import run, store
 
 import ipuxl as popxl
 import ipuxl.ops as ops
@@ -15,22 +16,6 @@ from ipuxl.ops.call import CallSiteInfo, call, call_with_info
 from ipuxl.ops.var_updates import accumulate_
 from ipuxl.popart import popart_exception
 from ipuxl.tensor import Constant
-
-
-def store(tensor, name):
-    stream = popxl.d2h_stream(tensor.shape, tensor.dtype, name=name)
-    ops.host_store(stream, tensor)
-    return stream
-
-
-def run(ir, inputs=None):
-    """The run outputs keyed by stream name, and the variables' values after the run."""
-    with popxl.Session(ir, "cpu") as session:
-        outputs = session.run(inputs or {})
-    values = session.get_tensors_data(list(ir.main_graph.variables))
-    return ({s.tensor_id: a for s, a in outputs.items()},
-            {v.name: values[v] for v in ir.main_graph.variables})
-
 
 # ---------------------------------------------------------------- numerics
 

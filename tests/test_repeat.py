@@ -7,6 +7,7 @@ from typing import Tuple  # noqa: UP035 - the listing's spelling
 
 import numpy as np
 import pytest
+from session_helpers import run, store
 
 import ipuxl as popxl
 import ipuxl.ops as ops
@@ -14,20 +15,6 @@ from ipuxl.ops.call import CallSiteInfo, call
 from ipuxl.ops.repeat import repeat, repeat_with_info
 from ipuxl.ops.var_updates import accumulate_
 from ipuxl.popart import popart_exception
-
-
-def store(tensor, name):
-    stream = popxl.d2h_stream(tensor.shape, tensor.dtype, name=name)
-    ops.host_store(stream, tensor)
-    return stream
-
-
-def run(ir, inputs=None):
-    with popxl.Session(ir, "cpu") as session:
-        outputs = session.run(inputs or {})
-    values = session.get_tensors_data(list(ir.main_graph.variables))
-    return ({s.tensor_id: a for s, a in outputs.items()},
-            {v.name: values[v] for v in ir.main_graph.variables})
 
 
 def f32(*values):
