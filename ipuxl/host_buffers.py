@@ -32,7 +32,7 @@ __all__ = [
     "check_stream_set",
     "convert_input",
     "check_array_shape",
-    "to_device_layout",
+    "to_executable_input",
     "output_array",
     "write_slots",
 ]
@@ -179,14 +179,12 @@ def check_array_shape(layout: StreamLayout, array: np.ndarray) -> None:
     )
 
 
-def to_device_layout(layout: StreamLayout, array: np.ndarray) -> np.ndarray:
-    """A checked host array as the executable's ``[slots, (replicas,) *shape]`` array."""
-    if array.shape != layout.host_shape:
-        if layout.slots > 1:
-            array = array[:layout.slots]  # a longer leading dimension: the rest is unused
-        array = array.reshape(layout.device_shape)  # lenient shapes
-    else:
-        array = array.reshape(layout.device_shape)
+def to_executable_input(layout: StreamLayout, array: np.ndarray) -> np.ndarray:
+    """A checked host array as the executable takes it: exactly ``host_shape`` and the
+    device dtype (the reshape to ``[slots, ...]`` happens inside the executable)."""
+    if layout.slots > 1 and array.shape[:1] != (layout.slots,):
+        array = array[:layout.slots]  # a longer leading dimension: the rest is unused
+    array = array.reshape(layout.host_shape)  # lenient shapes (a view)
     if array.dtype != layout.device_dtype:
         array = (array.view(layout.device_dtype) if layout.is_float8
                  else array.astype(layout.device_dtype))

@@ -329,8 +329,7 @@ class Session:
                 continue
             array = host_buffers.convert_input(layout, value, downcast_inputs)
             host_buffers.check_array_shape(layout, array)
-            device_inputs.append(
-                host_buffers.to_device_layout(layout, array).reshape(layout.host_shape))
+            device_inputs.append(host_buffers.to_executable_input(layout, array))
         if outputs is not None:
             host_buffers.check_stream_set("output", self._expected_outputs, outputs)
             for layout, _ in self._output_layouts:
