@@ -16,9 +16,9 @@ from typing import Any
 import jax
 import numpy as np
 import pytest
+from all_records import RECORDS
 from op_records import (
     CHECKED,
-    RECORDS,
     RUN_DTYPES,
     TOLERANCES,
     OpRecord,
@@ -214,7 +214,8 @@ def test_unsupported_dtypes_fail_at_build_time(record: OpRecord) -> None:
 def test_every_exported_op_has_a_record() -> None:
     # A record is named after its op, or the op and a variant (``div_int``). Ops of other
     # families (host IO, control flow...) are tested with their own modules.
-    families = {"elementwise", "shape", "matmul", "reduce", "indexing", "print_tensor", "fp8"}
+    families = {"elementwise", "shape", "matmul", "reduce", "indexing", "print_tensor", "fp8",
+                "nn", "loss", "conv", "pool", "resize"}
     names = {r.name for r in RECORDS}
     missing = [
         name for name in ops.__all__

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from op_records import RECORDS, SHARED_ERRORS, ErrorCase, make_input, popxl_dtype
+from all_records import RECORDS
+from op_records import SHARED_ERRORS, ErrorCase, make_input, popxl_dtype
 
 import ipuxl as popxl
 import ipuxl.ops as ops

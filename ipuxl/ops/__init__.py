@@ -6,7 +6,7 @@ it; the modules here group them by family.
 
 from typing import Literal
 
-from ipuxl.ops import collectives, var_updates
+from ipuxl.ops import collectives, conv, loss, nn, pool, random, resize, var_updates
 from ipuxl.ops.call import CallSiteInfo, call, call_with_info
 from ipuxl.ops.conditional import ConditionalSiteInfo, conditional, conditional_with_info
 from ipuxl.ops.elementwise import (
@@ -133,6 +133,19 @@ __all__ = [
     "argmax", "argmin", "cumsum", "histogram", "l1", "l2", "lamb_square", "logsum",
     "logsumexp", "max", "mean", "median", "min", "prod", "sum", "sumsquare", "topk",
 ]
+
+# The NN, loss, convolution, pooling, resampling and random families export their ops
+# through their modules' ``__all__``.
+from ipuxl.ops.conv import *  # noqa: E402, F403
+from ipuxl.ops.loss import *  # noqa: E402, F403
+from ipuxl.ops.nn import *  # noqa: E402, F403
+from ipuxl.ops.pool import *  # noqa: E402, F403
+from ipuxl.ops.random import *  # noqa: E402, F403
+from ipuxl.ops.resize import *  # noqa: E402, F403
+
+for _family in (conv, loss, nn, pool, random, resize):
+    __all__ += _family.__all__
+del _family
 
 # The padding modes of `conv` (which comes with the NN ops).
 PadType = Literal["not_set", "same_upper", "same_lower", "valid"]
