@@ -95,7 +95,11 @@ class Ir:
         return self._new_subgraph(name or "graph")
 
     def _new_subgraph(self, base: str) -> Graph:
-        graph = Graph._create(self, f"{base}_subgraph({next(self._subgraph_counter)})")
+        return self._new_graph(f"{base}_subgraph({next(self._subgraph_counter)})")
+
+    def _new_graph(self, graph_id: str) -> Graph:
+        """A new empty graph with exactly this id (the caller makes it unique)."""
+        graph = Graph._create(self, graph_id)
         self._graphs[graph.id] = graph
         self._edited()
         return graph

@@ -54,6 +54,12 @@ class OpDef:
         check_placement: whether the inputs must share an IPU and tile set.
         output_names: ``output_names(inputs, attrs) -> [name, ...]`` default output names;
             by default ``<name>_out``.
+        differentiable: whether gradients flow through the op (False for ``detach``).
+            Outputs that are not floating point never carry gradients.
+        grad: a gradient rule ``grad(builder, op, output_grads) -> input_grads`` that builds
+            the op's backward ops in the gradient graph (see
+            :mod:`ipuxl.transforms.autodiff`). None (the default) uses ``jax.vjp`` of
+            ``lower``.
     """
 
     name: str
@@ -66,6 +72,8 @@ class OpDef:
     special: bool = False
     check_placement: bool = True
     output_names: Callable[[Sequence[Tensor], Mapping[str, Any]], list[str]] | None = None
+    differentiable: bool = True
+    grad: Callable[..., Sequence[Tensor | None]] | None = None
 
     @property
     def is_view(self) -> bool:

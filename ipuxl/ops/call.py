@@ -200,8 +200,35 @@ def _call_rule(*inputs: Tensor, graphs: tuple, modified: tuple) -> list[TensorSp
     return [TensorSpec(t.shape, t.dtype, t.meta_shape) for t in graph.outputs]
 
 
+def _call_grad(builder: Any, op: Op, output_grads: Sequence[Tensor | None]
+               ) -> list[Tensor | None]:
+    """The gradient of a call site: a call of the called graph's gradient graph, with the
+    output gradients as its seeds and the call site's tensors as its ``Fwd`` inputs."""
+    from ipuxl.transforms.grad_graph_info import ExpectedConnectionType
+
+    callee: Graph = op.attrs["graphs"][0]
+    info = builder.grad_info(callee)
+    site = CallSiteInfo(op)
+    given = dict(zip(op.outputs, output_grads))
+    inputs: dict[Tensor, Tensor] = {}
+    for grad_input, connection in zip(info.graph.inputs, info.expected_inputs):
+        parent = site.graph_to_parent(connection.fwd_tensor)
+        if connection.connection_type is ExpectedConnectionType.Fwd:
+            inputs[grad_input] = builder.fwd_value(parent)
+        else:
+            grad = given.get(parent)
+            inputs[grad_input] = grad if grad is not None else builder.zeros(parent)
+    results = call(info.graph, inputs_dict=inputs)
+    grads: list[Tensor | None] = [None] * len(op.inputs)
+    for connection, grad in zip(info.expected_outputs, results):
+        if connection.fwd_tensor in callee.inputs:
+            index = callee.inputs.index(connection.fwd_tensor)
+            grads[index] = grad
+    return grads
+
+
 CALL = OpDef("call", infer=_call_rule, lower=_lower_call, special=True, effectful=True,
-             check_placement=False,
+             check_placement=False, grad=_call_grad,
              output_names=lambda ins, attrs: [t.name for t in attrs["graphs"][0].outputs])
 
 

@@ -390,9 +390,9 @@ def identity(t: Tensor, output_name: str | None = None) -> Tensor:
 
 rename = identity
 
-_DETACH = OpDef("detach", infer=same_as_input, lower=lambda x: x)
+_DETACH = OpDef("detach", infer=same_as_input, lower=lambda x: x, differentiable=False)
 _DETACH_ = OpDef("detach_", infer=same_as_input, lower=lambda x: x,
-                 write_back=_identity_write_back)
+                 write_back=_identity_write_back, differentiable=False)
 
 
 def detach(t: Tensor) -> Tensor:

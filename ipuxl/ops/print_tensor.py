@@ -89,12 +89,24 @@ def _lower_print(lowering: GraphLowering, op: Op) -> None:
     lowering.set(op.outputs[0], value)
 
 
+def _print_grad(builder: Any, op: Op, output_grads: list[Tensor | None]) -> list[Tensor | None]:
+    """The gradient passes through; with ``print_gradient`` it is printed on the way, with
+    the title ``<title>_gradient``."""
+    (grad,) = output_grads
+    attrs = dict(op.attrs)
+    if not attrs.pop("print_gradient") or grad is None:
+        return [grad]
+    attrs.update(title=f"{attrs['title']}_gradient", print_self=True, print_gradient=False)
+    return [_PRINT_TENSOR.apply({"t": grad}, **attrs)[0]]
+
+
 _PRINT_TENSOR = OpDef(
     "print_tensor",
     infer=same_as_input,
     lower=_lower_print,
     special=True,
     effectful=True,
+    grad=_print_grad,
     output_names=lambda inputs, attrs: ["print_out"],
 )
 
