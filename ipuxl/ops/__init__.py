@@ -6,7 +6,7 @@ it; the modules here group them by family.
 
 from typing import Literal
 
-from ipuxl.ops import collectives, conv, loss, nn, pool, random, resize, var_updates
+from ipuxl.ops import collectives, var_updates
 from ipuxl.ops.call import CallSiteInfo, call, call_with_info
 from ipuxl.ops.conditional import ConditionalSiteInfo, conditional, conditional_with_info
 from ipuxl.ops.elementwise import (
@@ -75,7 +75,7 @@ from ipuxl.ops.indexing import (
     scatter_reduce,
     tied_gather,
 )
-from ipuxl.ops.matmul import matmul
+from ipuxl.ops.matmul import matmul, matmul_pow2scaled
 from ipuxl.ops.placement import io_tile_copy, ipu_copy
 from ipuxl.ops.print_tensor import print_tensor
 from ipuxl.ops.reduce import (
@@ -124,7 +124,7 @@ __all__ = [
     "log", "logical_and", "logical_not", "logical_or", "maximum", "mul", "negate", "pow",
     "relu", "relu_", "rename", "scaled_add", "scaled_add_", "sigmoid", "sign", "sin", "sqrt",
     "sub", "swish", "swish_", "tanh", "where",
-    "host_load", "host_store", "matmul",
+    "host_load", "host_store", "matmul", "matmul_pow2scaled",
     "concat", "concat_", "flatten", "flatten_", "reshape", "reshape_", "slice", "slice_",
     "split", "squeeze", "subsample", "transpose", "transpose_",
     "pow2scale_cast_from_fp8", "pow2scale_cast_to_fp8", "print_tensor",
@@ -135,7 +135,13 @@ __all__ = [
 ]
 
 # The NN, loss, convolution, pooling, resampling and random families export their ops
-# through their modules' ``__all__``.
+# through their modules' ``__all__`` (``ops.conv`` is the op, not the module).
+from ipuxl.ops import conv as _conv  # noqa: E402
+from ipuxl.ops import loss as _loss  # noqa: E402
+from ipuxl.ops import nn as _nn  # noqa: E402
+from ipuxl.ops import pool as _pool  # noqa: E402
+from ipuxl.ops import random as _random  # noqa: E402
+from ipuxl.ops import resize as _resize  # noqa: E402
 from ipuxl.ops.conv import *  # noqa: E402, F403
 from ipuxl.ops.loss import *  # noqa: E402, F403
 from ipuxl.ops.nn import *  # noqa: E402, F403
@@ -143,7 +149,7 @@ from ipuxl.ops.pool import *  # noqa: E402, F403
 from ipuxl.ops.random import *  # noqa: E402, F403
 from ipuxl.ops.resize import *  # noqa: E402, F403
 
-for _family in (conv, loss, nn, pool, random, resize):
+for _family in (_conv, _loss, _nn, _pool, _random, _resize):
     __all__ += _family.__all__
 del _family
 
