@@ -428,7 +428,15 @@ def _lower_vjp(lowering: GraphLowering, grad_op: Op) -> None:
             args[index] = value
         return _run_forward(lowering, forward, args)
 
-    outputs, pullback = jax.vjp(fn, *(primals[i] for i in wrt))
+    try:
+        outputs, pullback = jax.vjp(fn, *(primals[i] for i in wrt))
+    except ValueError as error:
+        file, line = forward.location
+        raise ValueError(
+            f"The gradient of {forward.name} (created at {file}:{line}) cannot be derived: "
+            f"JAX cannot differentiate its lowering in reverse mode ({error}). Detach its "
+            "inputs with `ops.detach` if no gradient is needed through it."
+        ) from None
     cotangents = tuple(
         next(given) if has else _zero_cotangent(out)
         for out, has in zip(outputs, grad_op.attrs["cotangents"])
