@@ -392,3 +392,21 @@ def test_a_repeat_that_reads_streams_cannot_be_differentiated() -> None:
         fwd = ir.create_graph(model, x)
         with pytest.raises(NotImplementedError, match="loads or stores host streams"):
             autodiff(fwd)
+
+
+def test_dropout_backward_reuses_the_forward_mask() -> None:
+    x = RNG.uniform(0.5, 1.5, size=(64,)).astype(np.float32)
+    ir = popxl.Ir()
+    with ir.main_graph:
+        xv = popxl.variable(x, name="x")
+        seed = popxl.variable(popxl.create_seeds(3), popxl.uint32, name="seed")
+        fwd = ir.create_graph(lambda t, s: ops.dropout(t, s, 0.25), xv, seed)
+        info = autodiff(fwd, grads_required=[fwd.inputs[0]])
+        site = ops.call_with_info(fwd, xv, seed)
+        (gx,) = ops.call(info.graph, popxl.constant(np.ones(64, np.float32)),
+                         inputs_dict=info.inputs_dict(site))
+        streams = _store({"y": site.outputs[0], "gx": gx})
+    out = _run(ir, streams)
+    kept = out["y"] != 0
+    assert 0 < kept.sum() < 64
+    np.testing.assert_allclose(out["gx"], kept / 0.75, rtol=1e-6)
