@@ -21,6 +21,7 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/session_overhead.py
+	$(PY) benchmarks/training.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

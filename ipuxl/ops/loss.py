@@ -121,7 +121,8 @@ def _nll(probs: jax.Array, labels: jax.Array, *, ignore_index: int | None, reduc
     return _reduce(losses, keep, count, reduction).astype(probs.dtype)
 
 
-_NLL = OpDef("nll_loss", infer=_nll_rule, lower=_nll)
+_NLL = OpDef("nll_loss", infer=_nll_rule, lower=_nll,
+             output_names=lambda inputs, attrs: ["loss"])
 
 
 def nll_loss(probs: Tensor, labels: Tensor, ignore_index: int | None = None,
@@ -198,8 +199,7 @@ def _nll_softmax_grad(probs: jax.Array, labels: jax.Array, loss_grad: jax.Array,
 
 _NLL_SOFTMAX_GRAD = OpDef(
     "nll_loss_with_softmax_grad", infer=_nll_softmax_grad_rule, lower=_nll_softmax_grad,
-    output_names=lambda inputs, attrs: ["nll_loss_with_softmax_grad_out",
-                                        "nll_loss_with_softmax_grad_dx"],
+    output_names=lambda inputs, attrs: ["loss", "dx"],
 )
 
 

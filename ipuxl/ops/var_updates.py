@@ -8,8 +8,8 @@ broadcasting.
 
 Example (one Adam step on ``w`` with gradient ``g``)::
 
-    accumulate_moving_average_(m, g, 0.9)
-    accumulate_moving_average_square_(v, g, 0.999)
+    m = accumulate_moving_average_(m, g, 0.9)
+    v = accumulate_moving_average_square_(v, g, 0.999)
     x = adam_updater(m, v, time_step=step, beta1=0.9, beta2=0.999)
     adam_var_update(w, x, r1, r2, learning_rate=1e-3, max_weight_norm=0.0)
 """
@@ -339,7 +339,7 @@ def _declare_updater(name: str, direction: Any, with_step: bool) -> OpDef:
     return OpDef(name, infer=_updater_rule(name, with_step),
                  lower=_updater_lower(direction, with_step),
                  modifies=2 if with_step else None, returns_alias=False,
-                 output_names=lambda ins, attrs: [f"{name}_out"])
+                 output_names=lambda ins, attrs: ["Updater"])
 
 
 _ADAM_UPDATER = _declare_updater("adam_updater", _adam_direction, with_step=False)

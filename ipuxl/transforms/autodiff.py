@@ -180,7 +180,7 @@ class GradBuilder:
         try:
             grads: dict[Tensor, Tensor] = {}
             for tensor in provided:
-                seed = graph_input(tensor.shape, tensor.dtype, f"{tensor.name}_grad")
+                seed = graph_input(tensor.shape, tensor.dtype, f"Gradient___{tensor.name}")
                 self._expected_inputs.append(ExpectedConnection._create(tensor, FwdGrad))
                 _accumulate(grads, tensor, seed)
             for op in reversed(active):
@@ -394,7 +394,7 @@ def _vjp_rule(*inputs: Tensor, forward: ForwardOp, wrt: tuple[int, ...],
 
 def _vjp_names(inputs: Sequence[Tensor], attrs: Mapping[str, Any]) -> list[str]:
     fwd_inputs = attrs["forward"].op.inputs
-    return [f"{fwd_inputs[i].name}_grad" for i in attrs["wrt"]]
+    return [f"Gradient___{fwd_inputs[i].name}" for i in attrs["wrt"]]
 
 
 def _run_forward(lowering: GraphLowering, op: Op, args: Sequence[Any]) -> tuple:
