@@ -1,4 +1,6 @@
-"""Matrix multiplication with numpy's ``matmul`` rules (1-D operands and batch broadcast).
+"""Matrix multiplication with numpy's ``matmul`` rules (1-D operands and batch broadcast):
+``matmul``, and ``matmul_pow2scaled`` of float8 operands, whose float16 result is scaled by
+``2**log2_scale`` (products and sums in float32, rounded to float16 once).
 
 Example:
     >>> import numpy as np, ipuxl as popxl, ipuxl.ops as ops
@@ -15,17 +17,21 @@ from __future__ import annotations
 
 from typing import Any
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
 from ipuxl import dtypes
 from ipuxl.op import OpDef
+from ipuxl.ops.fp8 import check_log2_scale
 from ipuxl.ops.type_rules import check_available_memory_proportion
 from ipuxl.popart import popart_exception
 from ipuxl.tensor import Tensor, TensorSpec
 
-__all__ = ["matmul"]
+__all__ = ["matmul", "matmul_pow2scaled"]
+
+_FLOAT8_DTYPES = (dtypes.float8_143, dtypes.float8_152)
 
 
 def _matmul_shape(lhs: Tensor, rhs: Tensor) -> tuple[int, ...]:
@@ -104,3 +110,60 @@ def matmul(
     return _MATMUL.apply({"lhs": lhs, "rhs": rhs}, output_type=output_type,
                          partials_type=partials_type)[0]
 
+
+
+def check_float8_operands(what: str, lhs: Tensor, rhs: Tensor) -> None:
+    """Raise ``TypeError`` unless both operands of a scaled ``what`` ("matmul",
+    "convolution") are float8 (either format)."""
+    for operand in (lhs, rhs):
+        if operand.dtype not in _FLOAT8_DTYPES:
+            raise TypeError(
+                f"Scaled {what} operands must be of dtype popxl.float8_143 or "
+                f"popxl.float8_152; `{operand.id}` is {operand.dtype!r}. Convert it with "
+                "`ops.pow2scale_cast_to_fp8`, or use the unscaled op for other dtypes."
+            )
+
+
+def _matmul_pow2scaled_rule(lhs: Tensor, rhs: Tensor, log2_scale: Tensor) -> list[TensorSpec]:
+    check_float8_operands("matmul", lhs, rhs)
+    check_log2_scale(log2_scale)
+    return [TensorSpec(_matmul_shape(lhs, rhs), dtypes.float16)]
+
+
+def _matmul_pow2scaled(x: jax.Array, y: jax.Array, log2_scale: jax.Array) -> jax.Array:
+    # float8 values and their products are exact in float32.
+    product = jnp.matmul(x.astype(jnp.float32), y.astype(jnp.float32),
+                         precision=lax.Precision.HIGHEST)
+    return jnp.ldexp(product, log2_scale).astype(jnp.float16)
+
+
+_MATMUL_POW2SCALED = OpDef("matmul_pow2scaled", infer=_matmul_pow2scaled_rule,
+                           lower=_matmul_pow2scaled)
+
+
+def matmul_pow2scaled(
+    lhs: Tensor,
+    rhs: Tensor,
+    log2_scale: Tensor,
+    available_memory_proportion: float | None = None,
+) -> Tensor:
+    """``(lhs @ rhs) * 2**log2_scale`` of float8 operands, as float16 (numpy's matmul
+    rules).
+
+    Args:
+        lhs: a ``popxl.float8_143`` or ``popxl.float8_152`` tensor.
+        rhs: a float8 tensor (either format).
+        log2_scale: a rank-0 int32 tensor, read at run time.
+        available_memory_proportion: an IPU planning hint in (0, 1]; validated, ignored.
+
+    Returns:
+        A float16 tensor of the matmul's shape.
+
+    Raises:
+        TypeError: an operand is not float8, or ``log2_scale`` is not int32.
+        ValueError: ``log2_scale`` is not a scalar, or a bad
+            ``available_memory_proportion``.
+        popart_exception: the shapes do not match.
+    """
+    check_available_memory_proportion("matmul_pow2scaled", available_memory_proportion)
+    return _MATMUL_POW2SCALED.apply({"lhs": lhs, "rhs": rhs, "log2_scale": log2_scale})[0]
