@@ -163,6 +163,8 @@ class GradBuilder:
         self._made = made
         self._fwd_values: dict[Tensor, Tensor] = {}
         self._expected_inputs: list[ExpectedConnection] = []
+        # The tensors that depend on a required tensor (set by _active_ops).
+        self._depends: set[Tensor] = set()
         self.graph: Graph | None = None
 
     # --------------------------------------------------------------- the walk
@@ -346,18 +348,8 @@ def _pullback_reads(op: Op, wrt: tuple[int, ...], cotangents: tuple[bool, ...]
     try:
         from jax._src.interpreters import partial_eval
 
-        def fn(primals: tuple, given: tuple) -> Any:
-            def forward(*differentiated: Any) -> tuple:
-                args = list(primals)
-                for index, value in zip(wrt, differentiated):
-                    args[index] = value
-                result = op.opdef.lower(*args, **op.attrs)
-                return result if isinstance(result, tuple) else (result,)
-
-            outputs, pullback = jax.vjp(forward, *(primals[i] for i in wrt))
-            it = iter(given)
-            return pullback(tuple(next(it) if has else _zero_cotangent(o)
-                                  for o, has in zip(outputs, cotangents)))
+        def fn(primals: tuple, given: tuple) -> tuple:
+            return _input_grads(None, op, list(primals), wrt, given, cotangents)
 
         primals = tuple(jax.ShapeDtypeStruct(t.shape, t.dtype.jax_dtype) for t in op.inputs)
         given = tuple(jax.ShapeDtypeStruct(t.shape, t.dtype.jax_dtype)
@@ -397,7 +389,7 @@ def _vjp_names(inputs: Sequence[Tensor], attrs: Mapping[str, Any]) -> list[str]:
     return [f"Gradient___{fwd_inputs[i].name}" for i in attrs["wrt"]]
 
 
-def _run_forward(lowering: GraphLowering, op: Op, args: Sequence[Any]) -> tuple:
+def _run_forward(lowering: GraphLowering | None, op: Op, args: Sequence[Any]) -> tuple:
     """The forward op's outputs as a function of its input arrays."""
     if not op.opdef.special:
         result = op.opdef.lower(*args, **op.attrs)
@@ -420,29 +412,36 @@ def _lower_vjp(lowering: GraphLowering, grad_op: Op) -> None:
     primals = [lowering.read(next(passed)) if read
                else jnp.zeros(t.shape, t.dtype.jax_dtype)
                for t, read in zip(forward.inputs, reads)]
-    given = iter(lowering.read(t) for t in passed)
+    given = tuple(lowering.read(t) for t in passed)
+    grads = _input_grads(lowering, forward, primals, wrt, given, grad_op.attrs["cotangents"])
+    for tensor, grad in zip(grad_op.outputs, grads):
+        lowering.set(tensor, grad)
 
+
+def _input_grads(lowering: GraphLowering | None, op: Op, primals: list[Any],
+                 wrt: tuple[int, ...], given: Sequence[Any], cotangents: tuple[bool, ...]
+                 ) -> tuple:
+    """The gradients of ``op``'s inputs ``wrt`` at ``primals``: its pullback applied to the
+    ``given`` output gradients (zero for the outputs ``cotangents`` marks as not given).
+    ``lowering`` is needed only for special ops."""
     def fn(*differentiated: Any) -> tuple:
         args = list(primals)
         for index, value in zip(wrt, differentiated):
             args[index] = value
-        return _run_forward(lowering, forward, args)
+        return _run_forward(lowering, op, args)
 
     try:
         outputs, pullback = jax.vjp(fn, *(primals[i] for i in wrt))
     except ValueError as error:
-        file, line = forward.location
+        file, line = op.location
         raise ValueError(
-            f"The gradient of {forward.name} (created at {file}:{line}) cannot be derived: "
+            f"The gradient of {op.name} (created at {file}:{line}) cannot be derived: "
             f"JAX cannot differentiate its lowering in reverse mode ({error}). Detach its "
             "inputs with `ops.detach` if no gradient is needed through it."
         ) from None
-    cotangents = tuple(
-        next(given) if has else _zero_cotangent(out)
-        for out, has in zip(outputs, grad_op.attrs["cotangents"])
-    )
-    for tensor, grad in zip(grad_op.outputs, pullback(cotangents)):
-        lowering.set(tensor, grad)
+    passed = iter(given)
+    return pullback(tuple(next(passed) if has else _zero_cotangent(out)
+                          for out, has in zip(outputs, cotangents)))
 
 
 def _zero_cotangent(value: Any) -> Any:
