@@ -38,6 +38,7 @@ __all__ = [
     "Variable",
     "Constant",
     "TensorSpec",
+    "checked_shape",
     "TensorByRef",
     "HostTensor",
     "HostScalarTensor",
@@ -65,9 +66,9 @@ class TensorSpec(Mapping):
     __slots__ = ("shape", "dtype", "meta_shape")
 
     def __init__(self, shape: Iterable[int], dtype: dtypes.dtype, meta_shape: Iterable[int] = ()):
-        self.shape = tuple(int(d) for d in shape)
+        self.shape = checked_shape(shape, dtype)
         self.dtype = dtype
-        self.meta_shape = tuple(int(d) for d in meta_shape) if meta_shape else ()
+        self.meta_shape = checked_shape(meta_shape, dtype, "meta_shape") if meta_shape else ()
 
     def to_dict(self) -> dict[str, Any]:
         return {"shape": self.shape, "dtype": self.dtype, "meta_shape": self.meta_shape}
@@ -89,6 +90,53 @@ class TensorSpec(Mapping):
 
     def __repr__(self) -> str:
         return f"TensorSpec(shape={self.shape}, dtype={self.dtype}, meta_shape={self.meta_shape})"
+
+
+# The largest byte size a tensor may have: sizes are int64 in XLA and on the host.
+MAX_TENSOR_BYTES = 2**63 - 1
+
+
+def checked_shape(shape: Any, dtype: Any = None, what: str = "shape") -> tuple[int, ...]:
+    """``shape`` as a tuple of ints, after checking it can describe a real tensor.
+
+    Every dimension must be a non-negative integer (a Python or NumPy int, not a float or
+    bool), and the element count and byte size must fit in int64.
+
+    Raises:
+        TypeError: ``shape`` is not a sequence of integers.
+        ValueError: a dimension is negative, or the size overflows int64.
+    """
+    if isinstance(shape, (str, bytes)) or not isinstance(shape, Iterable):
+        raise TypeError(
+            f"A tensor {what} must be a sequence of integers; got {type(shape).__name__}: "
+            f"{shape!r}. Pass a tuple such as (2, 3), or () for a scalar."
+        )
+    dims = tuple(shape)
+    result = []
+    for axis, dim in enumerate(dims):
+        if isinstance(dim, (bool, np.bool_)) or not isinstance(dim, (int, np.integer)):
+            raise TypeError(
+                f"Every dimension of a tensor {what} must be an integer; dimension {axis} of "
+                f"{dims!r} is {type(dim).__name__} {dim!r}. Pass whole numbers, for example "
+                f"`int({dim!r})` if that is what you meant."
+            )
+        if dim < 0:
+            raise ValueError(
+                f"Tensor dimensions cannot be negative: dimension {axis} of {what} {dims!r} "
+                f"is {dim}. Use a size of 0 or more."
+            )
+        result.append(int(dim))
+    nelms = 1
+    for dim in result:
+        nelms *= dim
+    itemsize = getattr(dtype, "itemsize", 1) or 1
+    if nelms * itemsize > MAX_TENSOR_BYTES:
+        raise ValueError(
+            f"The tensor {what} {tuple(result)} has {nelms} elements ({nelms * itemsize} "
+            f"bytes), more than a tensor can hold (at most {MAX_TENSOR_BYTES} bytes, "
+            "the int64 limit). Check the dimensions for a typo or a wrong unit."
+        )
+    return tuple(result)
 
 
 TensorByRef = NewAliasAnnotation("TensorByRef", "Tensor")
