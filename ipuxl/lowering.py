@@ -20,9 +20,11 @@ their roots when they are read, so a read always sees the latest write, as on th
 from __future__ import annotations
 
 import hashlib
+import sys
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import jax
 import jax.numpy as jnp
@@ -47,6 +49,8 @@ __all__ = [
     "fingerprint",
     "trace_count",
     "subgraph_trace_count",
+    "nesting_depth",
+    "with_nesting_room",
 ]
 
 # Constants with more elements than this are passed to the executable as arguments rather
@@ -439,3 +443,94 @@ def fingerprint(ir: Ir, device: str) -> str:
                 digest.update(const.id.encode())
                 digest.update(np.ascontiguousarray(const._data).tobytes())
     return digest.hexdigest()
+
+
+def nesting_depth(ir: Ir) -> int:
+    """How deeply XLA will nest ``ir``'s subgraphs, in levels of ``call``: 0 for a main
+    graph that calls no subgraph, 1 more for each ``call`` on the deepest chain, and
+    :data:`LOOP_NESTING_LEVELS` more for each ``repeat`` or ``conditional`` (XLA nests a
+    loop body or a branch several times deeper than a call). Computed without recursion.
+    """
+    depth: dict[Any, int] = {}
+    # Depth-first over (graph, children done?) pairs: a graph's depth is the deepest of
+    # its calls. The call structure is a DAG (a graph cannot call itself).
+    pending: list[tuple[Any, bool]] = [(ir.main_graph, False)]
+    while pending:
+        graph, expanded = pending.pop()
+        calls = [(g, 1 if op.name == "call" else LOOP_NESTING_LEVELS)
+                 for op in graph.ops for g in op.attrs.get("graphs", ())]
+        if expanded:
+            depth[graph] = max((depth[g] + weight for g, weight in calls), default=0)
+            continue
+        if graph in depth:
+            continue
+        pending.append((graph, True))
+        pending.extend((g, False) for g, _ in calls if g not in depth)
+    return depth[ir.main_graph]
+
+
+# How much deeper XLA nests a repeat or conditional body than a called graph (measured on
+# the CPU: calls overflow XLA's stack at about 190 levels, repeats at about 45).
+LOOP_NESTING_LEVELS = 4
+# The deepest nesting ipuxl compiles (XLA's compiler thread has a fixed stack), the
+# nesting traced on the caller's own thread, and the Python frames and C stack a level
+# of tracing takes (measured: about 40 frames and 40 KiB).
+MAX_NESTING_DEPTH = 120
+SHALLOW_NESTING_DEPTH = 30
+FRAMES_PER_NESTING_LEVEL = 60
+STACK_BYTES_PER_NESTING_LEVEL = 256 * 1024
+
+_T = TypeVar("_T")
+
+
+def with_nesting_room(ir: Ir, trace: Callable[[], _T]) -> _T:
+    """``trace()``, given the stack room that tracing ``ir``'s subgraph nesting needs.
+
+    Each level of subgraph calls is a nested ``jax.jit`` trace, several dozen Python
+    frames and tens of KiB of C stack deep. Shallow programs trace on the calling thread.
+    Deeper ones (up to :data:`MAX_NESTING_DEPTH` levels, see :func:`nesting_depth`) trace
+    on a helper thread with a stack sized for the depth and a raised recursion limit, so
+    they neither hit Python's recursion limit nor overflow the C stack.
+
+    Raises:
+        RecursionError: the nesting is deeper than :data:`MAX_NESTING_DEPTH` (before
+            anything is traced).
+    """
+    depth = nesting_depth(ir)
+    if depth <= SHALLOW_NESTING_DEPTH:
+        return trace()
+    if depth > MAX_NESTING_DEPTH:
+        raise RecursionError(
+            f"The Ir {ir.id} nests subgraphs {depth} levels deep (a graph calling a graph "
+            f"calling a graph ..., counting each `call` as 1 level and each `repeat` or "
+            f"`conditional` as {LOOP_NESTING_LEVELS}); ipuxl compiles at most "
+            f"{MAX_NESTING_DEPTH} levels, beyond which XLA's compiler runs out of stack. "
+            "Flatten the nesting: call the inner graphs one after another, or repeat one "
+            "graph with a larger `repeat_count` instead of nesting repeats."
+        )
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["value"] = trace()
+        except BaseException as error:  # handed to the calling thread below
+            outcome["error"] = error
+
+    with _RECURSION_LIMIT_LOCK:
+        previous_limit = sys.getrecursionlimit()
+        previous_stack = threading.stack_size()
+        sys.setrecursionlimit(max(previous_limit, depth * FRAMES_PER_NESTING_LEVEL + 1000))
+        try:
+            threading.stack_size(32 * 2**20 + depth * STACK_BYTES_PER_NESTING_LEVEL)
+            worker = threading.Thread(target=run, name=f"ipuxl-trace-{ir.id}")
+            threading.stack_size(previous_stack)
+            worker.start()
+            worker.join()
+        finally:
+            sys.setrecursionlimit(previous_limit)
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
+_RECURSION_LIMIT_LOCK = threading.Lock()

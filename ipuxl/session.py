@@ -1,9 +1,14 @@
 """Session: compile an Ir once, keep its variables on the device, run it.
 
-A Session holds one device copy of each variable (donated to every run, so XLA updates it
-in place) and one host copy, which is a cache of the device values: ``get_tensor_data``
-transfers from the device only when a run may have changed them. The transfer rules and
-error messages are PopXL's; see ``docs/session.md``.
+A Session holds one device copy of each variable and one host copy, which is a cache of the
+device values: ``get_tensor_data`` transfers from the device only when a run may have
+changed them. The transfer rules and error messages are PopXL's; see ``docs/session.md``.
+
+A run is all or nothing: the device state is replaced only when the whole run succeeded,
+so a run that fails (or is interrupted with Ctrl-C) leaves every variable at the value of
+the last finished run. That is why the state is not donated to the executable: the old
+buffers must stay alive until the new ones exist. Every public method takes the Session's
+lock, so one Session can be shared by threads (their calls are serialised).
 
 Example:
     >>> import numpy as np, ipuxl as popxl, ipuxl.ops as ops
@@ -26,6 +31,7 @@ import logging
 import math
 import os
 import sys
+import threading
 import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -35,9 +41,11 @@ import jax
 import numpy as np
 
 from ipuxl import host_buffers
+from ipuxl.executable_cache import EXECUTABLES
 from ipuxl.fp8_utils import float8_from_device
+from ipuxl.host_callbacks import take_interrupt
 from ipuxl.ir import Ir
-from ipuxl.lowering import fingerprint, host_to_device_array, lower_ir
+from ipuxl.lowering import fingerprint, host_to_device_array, lower_ir, with_nesting_room
 from ipuxl.popart import poplar_application_runtime_error
 from ipuxl.tensor import Constant, Tensor, Variable
 from ipuxl.verify import verify_ir
@@ -47,8 +55,8 @@ __all__ = ["Session", "TransferCounts"]
 _LOGGER = logging.getLogger(__name__)
 
 # Compiled executables by (fingerprint of the Ir, device): Sessions built from identical
-# programs share one compilation.
-_EXECUTABLES: dict[tuple[str, str], tuple[Any, tuple]] = {}
+# programs share one compilation (a bounded LRU, see ipuxl.executable_cache).
+_EXECUTABLES = EXECUTABLES
 
 _NOT_ATTACHED = (
     "Must be attached to device before calling a runtime function. Put the call inside a "
@@ -75,13 +83,26 @@ class Session:
             ``with session:`` block exits normally.
 
     Raises:
+        TypeError: ``ir`` is not an Ir.
         RuntimeError: the Ir has no ops, or ``"ipu_hw"`` was asked for.
         ValueError: an unknown device, or several devices needed on ``"cpu"``.
+        MemoryError: the variables and outputs cannot fit in this machine's memory.
         popart_exception: the Ir is invalid (for example an inplacing ambiguity).
+
+    A build that fails leaves ``ir`` as it was: it can still be edited and built again.
     """
 
     def __init__(self, ir: Ir, device_desc: str = "cpu", weights_to_host_on_exit: bool = True):
+        if not isinstance(ir, Ir):
+            hint = ("Pass the Ir the graph belongs to: `Session(graph.ir, ...)`."
+                    if hasattr(ir, "ir") and isinstance(getattr(ir, "ir", None), Ir)
+                    else "Build the program in a `popxl.Ir()` and pass that.")
+            raise TypeError(
+                f"Session takes an Ir as its first argument; got {type(ir).__name__}: {ir!r}. "
+                + hint
+            )
         device_desc = os.environ.get("POPXL_OFFLINE_DEVICE") or device_desc
+        self._lock = threading.RLock()
         self._ir = ir
         self.weights_to_host_on_exit = weights_to_host_on_exit and not ir._read_only_memmap
         if weights_to_host_on_exit and ir._read_only_memmap:
@@ -99,7 +120,6 @@ class Session:
         verify_ir(ir)
         self._device = _select_device(device_desc, _devices_needed(ir))
         self._device_desc = device_desc
-        ir._prepared = True
         self._version = ir._version
         self._slots = ir.num_host_transfers
         self._replicas = ir.instance_replication_factor
@@ -109,11 +129,15 @@ class Session:
         self._input_layouts = tuple(
             host_buffers.StreamLayout.of(s, "input", self._slots, self._replicas)
             for s in program.h2d_streams)
+        _check_host_memory(program, self._slots, self._replicas, self._device)
         if self._replicas > 1:
             # Replicated runs are refused at run time (see _execute); nothing to compile.
             self._call, self._static_written = None, (None,) * len(program.d2h_streams)
+            self._updated = tuple(range(len(program.variables)))
         else:
-            self._call, self._static_written = self._compile()
+            self._call, self._static_written, self._updated = self._compile()
+        # Only now, with nothing left to fail, is the Ir marked as built.
+        ir._prepared = True
         self._expected_inputs = frozenset(program.h2d_streams)
         self._expected_outputs = frozenset(program.d2h_streams)
         # Per output stream: its layout, and the slots the run writes when known statically
@@ -141,20 +165,26 @@ class Session:
             return tuple(jax.device_put(host_to_device_array(data), self._device)
                          for data in host_arrays)
 
-    def _compile(self) -> tuple[Any, tuple]:
+    def _compile(self) -> tuple[Any, tuple, tuple[int, ...]]:
         """The program as one jitted function over flat arguments, compiled now.
 
-        ``flat(*state, *constants, *inputs) -> (*state, *outputs, *masks)``: inputs are in
-        the host layout (the reshape to ``[slots, ...]`` happens inside XLA, for free) and
-        the state is donated. Executables are shared between Sessions of identical Irs.
+        ``flat(*state, *constants, *inputs) -> (*updated, *outputs, *masks)``: inputs are in
+        the host layout (the reshape to ``[slots, ...]`` happens inside XLA, for free), and
+        only the variables the program may change come back (their indices are the third
+        item returned), so a program that only reads its weights copies nothing. The state
+        is not donated: a failed run must leave it intact. Executables are shared between
+        Sessions of identical Irs.
         """
         key = (fingerprint(self._ir, self._device_desc), str(self._device))
-        if key in _EXECUTABLES:
-            return _EXECUTABLES[key]
+        return _EXECUTABLES.get_or_build(key, self._build_executable)
+
+    def _build_executable(self) -> tuple[Any, tuple, tuple[int, ...]]:
         program = self._program
         state_count = len(program.variables)
         constant_count = len(program.arg_constants)
         device_shapes = [layout.device_shape for layout in self._input_layouts]
+
+        updated: list[int] = []
 
         def flat_step(*args: jax.Array) -> tuple[jax.Array, ...]:
             state = args[:state_count]
@@ -162,7 +192,10 @@ class Session:
             inputs = tuple(x.reshape(shape) for x, shape in
                            zip(args[state_count + constant_count:], device_shapes))
             new_state, outputs, masks = program.step(state, constants, inputs)
-            return (*new_state, *outputs, *masks)
+            # A variable the program never writes comes back as the very input it was.
+            updated[:] = [i for i, (new, old) in enumerate(zip(new_state, state))
+                          if new is not old]
+            return (*(new_state[i] for i in updated), *outputs, *masks)
 
         sharding = jax.sharding.SingleDeviceSharding(self._device)
         state_specs, constant_specs, _ = program.abstract_arguments()
@@ -170,11 +203,13 @@ class Session:
                        for layout in self._input_layouts]
         specs = [jax.ShapeDtypeStruct(spec.shape, spec.dtype, sharding=sharding)
                  for spec in (*state_specs, *constant_specs, *input_specs)]
-        jitted = jax.jit(flat_step, donate_argnums=tuple(range(state_count)), keep_unused=True)
-        with self._x64():
-            compiled = jitted.lower(*specs).compile()
-        _EXECUTABLES[key] = (compiled, program.static_written)
-        return _EXECUTABLES[key]
+        jitted = jax.jit(flat_step, keep_unused=True)
+        def trace_and_compile() -> Any:
+            with self._x64():
+                return jitted.lower(*specs).compile()
+
+        compiled = with_nesting_room(self._ir, trace_and_compile)
+        return compiled, program.static_written, tuple(updated)
 
     # ----------------------------------------------------------------- properties
     @property
@@ -196,26 +231,34 @@ class Session:
 
     # ----------------------------------------------------------------- attach
     def __enter__(self) -> Session:
-        attaching = not self._attached
-        self._attach_stack.append(attaching)
-        if attaching:
-            try:
-                self._attached = True
-                self.weights_from_host()
-            except BaseException:
-                self.__exit__(*sys.exc_info())
-                raise
-        return self
+        with self._lock:
+            attaching = not self._attached
+            self._attach_stack.append(attaching)
+            if attaching:
+                try:
+                    self._attached = True
+                    self.weights_from_host()
+                except BaseException:
+                    self.__exit__(*sys.exc_info())
+                    raise
+            return self
 
     def __exit__(self, exc_type: Any, exc: Any, traceback: Any) -> None:
-        attached_here = self._attach_stack.pop()
-        if not attached_here:
-            return
-        try:
-            if exc_type is None and self.weights_to_host_on_exit:
-                self.weights_to_host()
-        finally:
-            self._attached = False
+        with self._lock:
+            if not self._attach_stack:
+                raise RuntimeError(
+                    "Session.__exit__ was called without a matching __enter__: the session "
+                    "is not inside a `with session:` block. Use `with session: ...` rather "
+                    "than calling __enter__/__exit__ by hand."
+                )
+            attached_here = self._attach_stack.pop()
+            if not attached_here:
+                return
+            try:
+                if exc_type is None and self.weights_to_host_on_exit:
+                    self.weights_to_host()
+            finally:
+                self._attached = False
 
     def _check_attached(self) -> None:
         if not self._attached:
@@ -224,10 +267,11 @@ class Session:
     # ----------------------------------------------------------------- weights
     def weights_from_host(self) -> None:
         """Copy every host weight to the device."""
-        self._check_attached()
-        self._device_state = self._to_device(
-            [self._host_weights[v] for v in self._program.variables])
-        self.transfers.weights_from_host += 1
+        with self._lock:
+            self._check_attached()
+            self._device_state = self._to_device(
+                [self._host_weights[v] for v in self._program.variables])
+            self.transfers.weights_from_host += 1
 
     def weights_to_host(self) -> None:
         """Copy every device weight to the host (and flush memory-mapped variables)."""
@@ -236,20 +280,23 @@ class Session:
                 "Writing data from device to host is not possible as the `ir` contains a "
                 "read-only memmap."
             )
-        self._check_attached()
-        assert self._device_state is not None
-        for var, value in zip(self._program.variables, self._device_state):
-            host = np.asarray(value)
-            if var.dtype.is_float8:
-                host = float8_from_device(host, var.dtype)
-            current = self._host_weights[var]
-            if isinstance(current, np.memmap):
-                np.copyto(current, host.reshape(current.shape))
-                current.flush()
-            else:
-                self._host_weights[var] = np.array(host).reshape(var.shape_on_host)
-        self._host_in_sync = True
-        self.transfers.weights_to_host += 1
+        with self._lock:
+            self._check_attached()
+            assert self._device_state is not None
+            for var, value in zip(self._program.variables, self._device_state):
+                # On the CPU this is a read-only view of the device buffer, not a copy: the
+                # state is never donated, so the buffer stays valid while the view lives.
+                host = np.asarray(value)
+                if var.dtype.is_float8:
+                    host = float8_from_device(host, var.dtype)
+                current = self._host_weights[var]
+                if isinstance(current, np.memmap):
+                    np.copyto(current, host.reshape(current.shape))
+                    current.flush()
+                else:
+                    self._host_weights[var] = host.reshape(var.shape_on_host)
+            self._host_in_sync = True
+            self.transfers.weights_to_host += 1
 
     # ----------------------------------------------------------------- run
     def create_host_outputs(self) -> dict[Any, np.ndarray]:
@@ -271,12 +318,16 @@ class Session:
             A new array per d2h stream the program stores to; slots not written are zero.
 
         Raises:
+            TypeError: ``inputs`` is not a mapping from streams to arrays.
             ValueError: not attached, or the inputs do not match the streams.
-            poplar_application_runtime_error: the program failed while running.
+            poplar_application_runtime_error: the program failed while running (the
+                variables keep the values of the last finished run).
+            KeyboardInterrupt: Ctrl-C during the run (the variables likewise).
         """
-        self._check_attached()
-        self._warn_if_edited()
-        results = self._execute(inputs, None, downcast_inputs)
+        with self._lock:
+            self._check_attached()
+            self._warn_if_edited()
+            results = self._execute(inputs, None, downcast_inputs)
         outputs = {}
         for (layout, written), (result, mask) in zip(self._output_layouts, results):
             if written is not None and len(written) == layout.slots:
@@ -291,20 +342,26 @@ class Session:
                          downcast_inputs: bool = True) -> None:
         """Run the main graph once, writing the output streams into ``outputs`` in place.
 
-        Every check happens before anything runs; a run that fails leaves the variables
-        as they were. Slots the run does not write keep the values ``outputs`` had.
+        Every check, of the inputs and of the output arrays (shape, dtype, writable),
+        happens before anything runs; a run that fails leaves the variables as they were.
+        Slots the run does not write keep the values ``outputs`` had.
 
         Raises:
-            ValueError: not attached, or the inputs or outputs do not match the streams.
+            TypeError: ``inputs`` or ``outputs`` is not a mapping, or an output array has
+                the wrong dtype.
+            ValueError: not attached, the inputs or outputs do not match the streams, or an
+                output array is read-only.
             poplar_application_runtime_error: the program failed while running.
+            KeyboardInterrupt: Ctrl-C during the run.
         """
-        self._check_attached()
-        self._warn_if_edited()
         outputs = {} if outputs is None else outputs
-        results = self._execute(inputs, outputs, downcast_inputs)
-        for (layout, written), (result, mask) in zip(self._output_layouts, results):
-            host_buffers.write_slots(layout, result, outputs[layout.stream],
-                                     written if mask is None else mask)
+        with self._lock:
+            self._check_attached()
+            self._warn_if_edited()
+            results = self._execute(inputs, outputs, downcast_inputs)
+            for (layout, written), (result, mask) in zip(self._output_layouts, results):
+                host_buffers.write_slots(layout, result, outputs[layout.stream],
+                                         written if mask is None else mask)
 
     def _execute(self, inputs: Mapping[Any, Any] | None,
                  outputs: Mapping[Any, np.ndarray] | None,
@@ -312,11 +369,15 @@ class Session:
         """Check the arrays, run the executable once and return, per output stream, its
         ``[slots, ...]`` host result and the run-time mask of slots written (or None).
 
+        The new device state is adopted only once everything succeeded.
+
         Args:
             outputs: the caller's output arrays, checked before the run; None when ``run``
                 makes its own.
         """
         inputs = {} if inputs is None else inputs
+        if not isinstance(inputs, Mapping):
+            raise TypeError(_not_a_mapping("inputs", inputs))
         # PopXL's order: all input checks, then all output checks.
         if inputs.keys() != self._expected_inputs:
             host_buffers.check_stream_set("input", self._expected_inputs, inputs)
@@ -331,9 +392,11 @@ class Session:
             host_buffers.check_array_shape(layout, array)
             device_inputs.append(host_buffers.to_executable_input(layout, array))
         if outputs is not None:
+            if not isinstance(outputs, Mapping):
+                raise TypeError(_not_a_mapping("outputs", outputs))
             host_buffers.check_stream_set("output", self._expected_outputs, outputs)
             for layout, _ in self._output_layouts:
-                host_buffers.check_array_shape(layout, outputs[layout.stream])
+                _check_output_array(layout, outputs[layout.stream])
         if self._replicas > 1:
             raise NotImplementedError(
                 f"Running a replicated program (replication_factor={self._replicas}) is not "
@@ -347,46 +410,45 @@ class Session:
                     results = self._call(*state, *self._device_constants, *device_inputs)
             else:
                 results = self._call(*state, *self._device_constants, *device_inputs)
-        except Exception as error:
-            self._recover_from_failed_run(state, error)
-            raise
-        state_count = len(state)
-        self._device_state = results[:state_count]
-        self._host_in_sync = False
-        outputs = results[state_count:state_count + len(self._output_layouts)]
-        masks = iter(results[state_count + len(self._output_layouts):])
-        return [
-            (np.asarray(result), None if written is not None else np.asarray(next(masks)))
-            for (_, written), result in zip(self._output_layouts, outputs)
-        ]
+            # Errors of the run surface here, not later inside a numpy conversion.
+            jax.block_until_ready(results)
+            updated_count = len(self._updated)
+            output_count = len(self._output_layouts)
+            outputs_ = results[updated_count:updated_count + output_count]
+            masks = iter(results[updated_count + output_count:])
+            host_results = [
+                (np.asarray(result), None if written is not None else np.asarray(next(masks)))
+                for (_, written), result in zip(self._output_layouts, outputs_)
+            ]
+        except BaseException as error:
+            self._raise_failed_run(error)
+        if updated_count:
+            new_state = list(state)
+            for index, value in zip(self._updated, results):
+                new_state[index] = value
+            self._device_state = tuple(new_state)
+        self._host_in_sync = False  # PopXL's rule: after any run, reads transfer once
+        return host_results
 
-    def _recover_from_failed_run(self, state: tuple[jax.Array, ...] | None,
-                                 error: Exception) -> None:
-        """After the executable raised: if it had consumed the donated device weights, put
-        the host copy back on the device and raise ``poplar_application_runtime_error``.
-
-        Returns only if the executable failed before it consumed them (the caller then
-        re-raises ``error``).
-        """
-        if state is None or not any(a.is_deleted() for a in state):
-            return
-        stale = not self._host_in_sync
-        self.weights_from_host()
-        self._host_in_sync = True
-        if stale:
-            kept = (
-                "The host copy of the weights was older than the last run, so the variables "
-                "are back at their values of the last `weights_to_host` (or "
-                "`get_tensor_data`, or write): the updates of the runs since then are lost. "
-                "Call `session.weights_to_host()` before a run that may fail to keep them."
-            )
-        else:
-            kept = "The variables keep their values from before the run."
+    def _raise_failed_run(self, error: BaseException) -> None:
+        """Raise what a user should see after the run raised ``error``: the device state
+        was not replaced, so the variables keep the values of the last finished run."""
+        interrupted = take_interrupt()
+        if isinstance(error, KeyboardInterrupt):
+            raise error
+        if interrupted:
+            raise KeyboardInterrupt(
+                "The run was interrupted (Ctrl-C during a host callback); the variables keep "
+                "the values of the last finished run."
+            ) from error
+        if not isinstance(error, Exception):
+            raise error  # SystemExit, GeneratorExit: not ours to translate
         # XLA puts the failing callback's traceback in the message: its last line says why.
         lines = str(error).strip().splitlines()
         reason = lines[-1] if lines else type(error).__name__
         raise poplar_application_runtime_error(
-            f"The program failed while running on the device: {reason}\n{kept}"
+            f"The program failed while running on the device: {reason}\n"
+            "The variables keep their values from before the run (the last finished run)."
         ) from error
 
     def _warn_if_edited(self) -> None:
@@ -419,10 +481,11 @@ class Session:
                     "d2h stream with `ops.host_store`."
                 )
             self._check_known(t)
-        if (any(isinstance(t, Variable) for t in tensors) and self._attached
-                and not self._host_in_sync):
-            self.weights_to_host()
-        return {t: self._host_value(t) for t in tensors}
+        with self._lock:
+            if (any(isinstance(t, Variable) for t in tensors) and self._attached
+                    and not self._host_in_sync):
+                self.weights_to_host()
+            return {t: self._host_value(t) for t in tensors}
 
     def _check_known(self, tensor: Tensor) -> None:
         if isinstance(tensor, Variable) and tensor not in self._host_weights:
@@ -491,14 +554,15 @@ class Session:
                     "supported."
                 )
             checked[tensor] = data
-        for tensor, data in checked.items():
-            current = self._host_weights[tensor]
-            if isinstance(current, np.memmap):
-                np.copyto(current, data)
-            else:
-                self._host_weights[tensor] = np.array(data)
-        if self._attached and checked:
-            self._upload(checked)
+        with self._lock:
+            for tensor, data in checked.items():
+                current = self._host_weights[tensor]
+                if isinstance(current, np.memmap):
+                    np.copyto(current, data)
+                else:
+                    self._host_weights[tensor] = np.array(data)
+            if self._attached and checked:
+                self._upload(checked)
 
     def _upload(self, written: Mapping[Variable, np.ndarray]) -> None:
         """Send only the written variables to the device (PopXL re-sends all weights and
@@ -539,3 +603,70 @@ def _select_device(device_desc: str, needed: int) -> jax.Device:
         f"Incorrect device type provided: {device_desc}, must be one of: `ipu_hw`, "
         "`ipu_model`, `cpu`"
     )
+
+
+def _not_a_mapping(name: str, value: Any) -> str:
+    return (
+        f"`{name}` must be a mapping from each stream to its host array, like "
+        f"`{{x_stream: np.array(...)}}`; got {type(value).__name__}. Key the arrays by "
+        "the streams returned by `popxl.h2d_stream` / `popxl.d2h_stream`."
+    )
+
+
+def _check_output_array(layout: host_buffers.StreamLayout, array: Any) -> None:
+    """An output array of ``run_with_outputs`` must take the results as they are: the
+    stream's host shape and dtype, and writable (checked before the run, so a bad array
+    never costs the run's results)."""
+    stream_id = layout.stream.tensor_id
+    if not isinstance(array, np.ndarray):
+        raise TypeError(
+            f"The output array for stream {stream_id} must be a numpy array; got "
+            f"{type(array).__name__}. Make the arrays with `session.create_host_outputs()`."
+        )
+    host_buffers.check_array_shape(layout, array)
+    if array.dtype != layout.host_dtype:
+        raise TypeError(
+            f"The output array for stream {stream_id} has dtype {array.dtype}, but the stream "
+            f"gives {layout.host_dtype}; results are never converted on the way out. Use "
+            f"`np.zeros({layout.host_shape}, {layout.host_dtype})` or "
+            "`session.create_host_outputs()`."
+        )
+    if not array.flags.writeable:
+        raise ValueError(
+            f"The output array for stream {stream_id} is read-only, so the run could not "
+            "write its results into it. Pass a writable array (`array.copy()`, or "
+            "`session.create_host_outputs()`)."
+        )
+
+
+def _check_host_memory(program: Any, slots: int, replicas: int, device: jax.Device) -> None:
+    """Refuse, before compiling, a program whose variables and outputs alone cannot fit in
+    this machine's memory (the run would otherwise be killed by the operating system).
+
+    On the CPU each variable has a device and a host copy, each output stream a device
+    buffer and a host array.
+    """
+    if device.platform != "cpu":
+        return
+    total = _physical_memory_bytes()
+    if total is None:
+        return
+    variable_bytes = sum(v.nelms * v.dtype.itemsize for v in program.variables)
+    output_bytes = sum(math.prod(s.shape) * s.dtype.itemsize * slots * replicas
+                       for s in program.d2h_streams)
+    needed = 2 * (variable_bytes + output_bytes)
+    if needed > total:
+        raise MemoryError(
+            f"The program needs at least {needed / 2**30:.1f} GiB of host memory (variables "
+            f"{variable_bytes / 2**30:.1f} GiB and output streams {output_bytes / 2**30:.1f} "
+            f"GiB, each with a device and a host copy), but this machine has "
+            f"{total / 2**30:.1f} GiB. Make the tensors smaller, or store fewer or smaller "
+            "results to the host."
+        )
+
+
+def _physical_memory_bytes() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None

@@ -643,8 +643,8 @@ def quiet_callback_errors():
     logger.setLevel(level)
 
 
-def test_a_failing_executable_gives_back_the_donated_weights(failing_program,
-                                                             quiet_callback_errors):
+def test_a_failing_executable_keeps_the_weights_of_the_last_run(failing_program,
+                                                                quiet_callback_errors):
     p = failing_program
     with popxl.Session(p.ir, "cpu") as session:
         np.testing.assert_array_equal(session.run()[p.out], [2, 3])
@@ -659,7 +659,7 @@ def test_a_failing_executable_gives_back_the_donated_weights(failing_program,
         np.testing.assert_array_equal(session.run()[p.out], [3, 4])
 
 
-def test_a_failing_executable_with_a_stale_host_copy_says_what_was_lost(
+def test_a_failing_executable_with_a_stale_host_copy_loses_no_update(
         failing_program, quiet_callback_errors):
     p = failing_program
     with popxl.Session(p.ir, "cpu") as session:
@@ -667,9 +667,9 @@ def test_a_failing_executable_with_a_stale_host_copy_says_what_was_lost(
         session.run()  # device [3, 4], host copy still [1, 2]
         _FAIL["now"] = True
         with pytest.raises(popart.poplar_application_runtime_error,
-                           match="updates of the runs since then are lost"):
+                           match="^The program failed while running on the device"):
             session.run()
         _FAIL["now"] = False
-        # The session still works, from the last host copy.
-        np.testing.assert_array_equal(session.get_tensor_data(p.v), [1, 2])
-        np.testing.assert_array_equal(session.run()[p.out], [2, 3])
+        # Not rolled back to the stale host copy: the values of the last finished run.
+        np.testing.assert_array_equal(session.get_tensor_data(p.v), [3, 4])
+        np.testing.assert_array_equal(session.run()[p.out], [4, 5])

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import jax
 import numpy as np
 
+from ipuxl.host_callbacks import host_callback
 from ipuxl.op import OpDef, check_is_tensor
 from ipuxl.ops.type_rules import same_as_input
 from ipuxl.tensor import Tensor
@@ -76,7 +77,7 @@ def _printer(title: str, options: dict[str, Any]) -> Callable[[Any], None]:
             except Exception:
                 pass
 
-    return callback
+    return host_callback(callback)
 
 
 def _lower_print(lowering: GraphLowering, op: Op) -> None:
