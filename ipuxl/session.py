@@ -43,7 +43,7 @@ import numpy as np
 from ipuxl import host_buffers
 from ipuxl.executable_cache import EXECUTABLES
 from ipuxl.fp8_utils import float8_from_device
-from ipuxl.host_callbacks import take_interrupt
+from ipuxl.host_callbacks import has_callbacks, interrupts_noted, take_interrupt
 from ipuxl.ir import Ir
 from ipuxl.lowering import fingerprint, host_to_device_array, lower_ir, with_nesting_room
 from ipuxl.popart import poplar_application_runtime_error
@@ -125,6 +125,7 @@ class Session:
         self._replicas = ir.instance_replication_factor
         self._program = lower_ir(ir)
         self._uses_64bit = self._program.uses_64bit
+        self._has_callbacks = has_callbacks(ir)
         program = self._program
         self._input_layouts = tuple(
             host_buffers.StreamLayout.of(s, "input", self._slots, self._replicas)
@@ -327,14 +328,16 @@ class Session:
         with self._lock:
             self._check_attached()
             self._warn_if_edited()
+            # Allocated before the run, so a run is never lost for want of host memory.
+            outputs = {
+                layout.stream: (np.empty if written is not None and len(written) == layout.slots
+                                else np.zeros)(layout.host_shape, layout.host_dtype)
+                for layout, written in self._output_layouts
+            }
             results = self._execute(inputs, None, downcast_inputs)
-        outputs = {}
-        for (layout, written), (result, mask) in zip(self._output_layouts, results):
-            if written is not None and len(written) == layout.slots:
-                outputs[layout.stream] = host_buffers.output_array(layout, result)
-            else:
-                outputs[layout.stream] = out = np.zeros(layout.host_shape, layout.host_dtype)
-                host_buffers.write_slots(layout, result, out, written if mask is None else mask)
+            for (layout, written), (result, mask) in zip(self._output_layouts, results):
+                host_buffers.write_slots(layout, result, outputs[layout.stream],
+                                         written if mask is None else mask)
         return outputs
 
     def run_with_outputs(self, inputs: Mapping[Any, Any] | None = None,
@@ -405,7 +408,10 @@ class Session:
             )
         state = self._device_state
         try:
-            if self._uses_64bit:
+            if self._has_callbacks:
+                with interrupts_noted(), self._x64():
+                    results = self._call(*state, *self._device_constants, *device_inputs)
+            elif self._uses_64bit:
                 with jax.enable_x64(True):
                     results = self._call(*state, *self._device_constants, *device_inputs)
             else:

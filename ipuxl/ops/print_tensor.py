@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import jax
 import numpy as np
 
-from ipuxl.host_callbacks import host_callback
+from ipuxl.host_callbacks import register_callback_op
 from ipuxl.op import OpDef, check_is_tensor
 from ipuxl.ops.type_rules import same_as_input
 from ipuxl.tensor import Tensor
@@ -77,7 +77,7 @@ def _printer(title: str, options: dict[str, Any]) -> Callable[[Any], None]:
             except Exception:
                 pass
 
-    return host_callback(callback)
+    return callback
 
 
 def _lower_print(lowering: GraphLowering, op: Op) -> None:
@@ -110,6 +110,7 @@ _PRINT_TENSOR = OpDef(
     grad=_print_grad,
     output_names=lambda inputs, attrs: ["print_out"],
 )
+register_callback_op(_PRINT_TENSOR.name)
 
 
 def print_tensor(
