@@ -17,6 +17,9 @@ Example:
 from __future__ import annotations
 
 import builtins
+import functools
+import importlib
+import importlib.util
 from typing import Any
 
 import ml_dtypes
@@ -51,7 +54,15 @@ __all__ = [
 np_dtype_float8_143 = np.dtype([("float8_143", "u1")])
 np_dtype_float8_152 = np.dtype([("float8_152", "u1")])
 
-_by_name: dict[str, dtype] = {}
+# PopXL's conversion tables, filled as the dtypes below are defined. `_PT_TO_POPXL` (torch
+# dtype -> dtype) is built on first access by the module `__getattr__`, so that importing
+# ipuxl never imports torch; it is empty when torch is not installed.
+_STR_TO_POPXL: dict[str, dtype] = {}  # canonical name -> dtype (aliases such as half: no)
+_NP_TO_POPXL: dict[np.dtype, dtype] = {}  # host numpy dtype -> dtype
+_PY_TO_POPXL: dict[type, dtype] = {}  # Python type -> dtype: bool and float only
+# Not PopXL's: the dtypes JAX computes in (ml_dtypes float8 "fnuz") and torch's names.
+_JAX_TO_POPXL: dict[np.dtype, dtype] = {}
+_TORCH_NAME_TO_POPXL: dict[str, dtype] = {}
 
 
 class dtype:
@@ -65,7 +76,7 @@ class dtype:
         cls,
         name: str,
         short_name: str,
-        numpy: np.dtype | None,
+        numpy: np.dtype,
         jax_dtype: Any,
         *,
         is_int: builtins.bool = False,
@@ -73,6 +84,7 @@ class dtype:
         is_signed: builtins.bool = False,
         is_complex: builtins.bool = False,
         torch_name: str | None = None,
+        python_type: type | None = None,
     ) -> dtype:
         self = object.__new__(cls)
         self._name = name
@@ -84,7 +96,13 @@ class dtype:
         self._is_signed = is_signed
         self._is_complex = is_complex
         self._torch_name = torch_name
-        _by_name[name] = self
+        _STR_TO_POPXL[name] = self
+        _NP_TO_POPXL[numpy] = self
+        _JAX_TO_POPXL.setdefault(self._jax_dtype, self)
+        if torch_name is not None:
+            _TORCH_NAME_TO_POPXL[torch_name] = self
+        if python_type is not None:
+            _PY_TO_POPXL[python_type] = self
         return self
 
     # ----------------------------------------------------------------- properties
@@ -129,8 +147,6 @@ class dtype:
     # ----------------------------------------------------------------- conversions
     def as_numpy(self) -> np.dtype:
         """The host numpy dtype (structured ``u1`` dtypes for float8)."""
-        if self._numpy is None:
-            raise TypeError(f"There is no numpy dtype equivalent to {self!r}.")
         return self._numpy
 
     def as_torch(self) -> Any:
@@ -146,7 +162,7 @@ class dtype:
     def from_name(cls, name: str) -> dtype:
         """The dtype with canonical name ``name`` (aliases such as ``half`` are refused)."""
         try:
-            return _by_name[name]
+            return _STR_TO_POPXL[name]
         except (KeyError, TypeError):
             raise ValueError(f"There is not a `popxl.dtype` that has a name: {name!r}.") from None
 
@@ -154,24 +170,23 @@ class dtype:
     def as_dtype(cls, value: Any) -> dtype:
         """Convert a name, Python type, numpy or torch dtype, or array to a dtype.
 
-        The sources are tried in PopXL's order, so ``as_dtype(int)`` is int64 (numpy's
-        meaning of ``int``), ``as_dtype(float)`` is float32 and ``as_dtype("float")`` is
-        float64 (numpy's meaning of the string).
+        The sources are tried in PopXL's order: a canonical name, a Python type, a numpy
+        dtype, a torch dtype, ``np.dtype(value)``, then ``value.dtype``. So
+        ``as_dtype(int)`` is int64 (numpy's meaning of ``int``), ``as_dtype(float)`` is
+        float32 and ``as_dtype("float")`` is float64 (numpy's meaning of the string).
+
+        Raises:
+            ValueError: no dtype matches ``value``.
         """
         if isinstance(value, dtype):
             return value
-        if isinstance(value, str) and value in _by_name:
-            return _by_name[value]
-        if value is builtins.bool:
-            return bool
-        if value is builtins.float:
-            return float32
-        found = _from_numpy(value)
+        if isinstance(value, str) and value in _STR_TO_POPXL:
+            return _STR_TO_POPXL[value]
+        if isinstance(value, type) and value in _PY_TO_POPXL:
+            return _PY_TO_POPXL[value]
+        found = _from_numpy(value) or _from_torch(value)
         if found is not None:
             return found
-        torch_found = _from_torch(value)
-        if torch_found is not None:
-            return torch_found
         try:
             found = _from_numpy(np.dtype(value))
         except TypeError:
@@ -206,31 +221,41 @@ class dtype:
 
 
 def _from_numpy(value: Any) -> dtype | None:
+    """The dtype of a numpy dtype: a host dtype, or a dtype JAX computes in."""
     if not isinstance(value, np.dtype):
         return None
-    for candidate in _by_name.values():
-        if candidate._numpy == value or (
-            candidate.is_float8 and candidate._jax_dtype == value
-        ):
-            return candidate
-    return None
+    return _NP_TO_POPXL.get(value) or _JAX_TO_POPXL.get(value)
 
 
 def _from_torch(value: Any) -> dtype | None:
+    """The dtype of a ``torch.dtype``, recognised by its type and name (no torch import)."""
     if type(value).__module__ != "torch" or type(value).__name__ != "dtype":
         return None
-    torch_name = str(value).removeprefix("torch.")
-    for candidate in _by_name.values():
-        if candidate._torch_name == torch_name:
-            return candidate
-    return None
+    return _TORCH_NAME_TO_POPXL.get(str(value).removeprefix("torch."))
+
+
+@functools.cache
+def _torch_to_popxl() -> dict[Any, dtype]:
+    """PopXL's ``_PT_TO_POPXL``: empty when torch is not installed."""
+    if importlib.util.find_spec("torch") is None:
+        return {}
+    torch = importlib.import_module("torch")
+    return {getattr(torch, name): popxl for name, popxl in _TORCH_NAME_TO_POPXL.items()}
+
+
+def __getattr__(name: str) -> Any:
+    if name == "_PT_TO_POPXL":
+        return _torch_to_popxl()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 _int = {"is_int": True}
 _signed_int = {"is_int": True, "is_signed": True}
 _float = {"is_floating_point": True, "is_signed": True}
 
-bool = dtype._new("bool", "bool", np.dtype(np.bool_), np.bool_, torch_name="bool")
+bool = dtype._new(
+    "bool", "bool", np.dtype(np.bool_), np.bool_, torch_name="bool", python_type=builtins.bool
+)
 int8 = dtype._new("int8", "i8", np.dtype(np.int8), np.int8, **_signed_int, torch_name="int8")
 int16 = dtype._new("int16", "i16", np.dtype(np.int16), np.int16, **_signed_int, torch_name="int16")
 int32 = dtype._new("int32", "i32", np.dtype(np.int32), np.int32, **_signed_int, torch_name="int32")
@@ -242,7 +267,10 @@ uint64 = dtype._new("uint64", "u64", np.dtype(np.uint64), np.uint64, **_int)
 float8_143 = dtype._new("float8_143", "f8_143", np_dtype_float8_143, ml_dtypes.float8_e4m3fnuz, **_float)
 float8_152 = dtype._new("float8_152", "f8_152", np_dtype_float8_152, ml_dtypes.float8_e5m2fnuz, **_float)
 float16 = dtype._new("float16", "f16", np.dtype(np.float16), np.float16, **_float, torch_name="float16")
-float32 = dtype._new("float32", "f32", np.dtype(np.float32), np.float32, **_float, torch_name="float32")
+float32 = dtype._new(
+    "float32", "f32", np.dtype(np.float32), np.float32, **_float, torch_name="float32",
+    python_type=builtins.float,
+)
 float64 = dtype._new("float64", "f64", np.dtype(np.float64), np.float64, **_float, torch_name="float64")
 complex64 = dtype._new(
     "complex64", "c64", np.dtype(np.complex64), np.complex64, is_complex=True, is_signed=True,

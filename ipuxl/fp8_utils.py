@@ -197,13 +197,20 @@ def host_fp8_mse_scale(src: Any, dtype: dtypes.dtype) -> tuple[float, int]:
     (clipped to ±max) or underflow (flushed to 0 or rounded to the smallest subnormal).
     Ties go to the middle candidate.
 
+    The noise of normal numbers is the same at every scale, so the candidates are compared
+    by the error each adds to it: otherwise the large noise of big values would round away
+    the error of values near underflow, and data that already spans the format (such as
+    ``[2**-10, 240]`` for ``float8_143``) would tie across many scales instead of giving 0.
+
     Args:
         src: float16 or float32 data (NaN and inf elements are ignored).
         dtype: ``float8_143`` or ``float8_152``.
 
     Returns:
         ``(mse, log2_scale)``: the estimated MSE and the scale to pass to
-        :func:`host_pow2scale_cast_to_fp8`, which is the negated best bias.
+        :func:`host_pow2scale_cast_to_fp8`, which is the negated best bias. Data that
+        spans the format gives 0, data near overflow a negative scale, data near underflow
+        a positive one.
 
     Raises:
         RuntimeError: ``src`` is not float16/32, or ``dtype`` is not a float8 dtype.
@@ -216,12 +223,12 @@ def host_fp8_mse_scale(src: Any, dtype: dtypes.dtype) -> tuple[float, int]:
         )
     fmt = _Float8Format.of(_float8_dtype(dtype))
     finite = np.abs(array[np.isfinite(array)].astype(np.float64))
-    histogram = _ExponentHistogram(finite[finite > 0])
-    errors = [histogram.squared_error(-bias, fmt) for bias in _MSE_BIASES]
-    best = min(errors)
-    ties = [bias for bias, error in zip(_MSE_BIASES, errors) if error == best]
+    histogram = _ExponentHistogram(finite[finite > 0], fmt)
+    extra = [histogram.extra_error(-bias) for bias in _MSE_BIASES]
+    best = min(extra)
+    ties = [bias for bias, error in zip(_MSE_BIASES, extra) if error == best]
     bias = ties[len(ties) // 2]
-    return best / max(finite.size, 1), -bias
+    return (histogram.normal_noise + best) / max(finite.size, 1), -bias
 
 
 def host_fp8_mse_scale_pb(src: Any, dtype: dtypes.dtype) -> int:
@@ -241,27 +248,34 @@ def host_fp8_mse_scale_pb(src: Any, dtype: dtypes.dtype) -> int:
 
 
 class _ExponentHistogram:
-    """Positive values grouped by ``floor(log2(value))``, with per-bin moments."""
+    """Positive values grouped by ``floor(log2(value))``, with per-bin moments, and the
+    squared error of casting them to the float8 format ``fmt`` at each scale."""
 
-    def __init__(self, values: np.ndarray) -> None:
+    def __init__(self, values: np.ndarray, fmt: _Float8Format) -> None:
         exponents = np.frexp(values)[1] - 1
         order = np.argsort(exponents, kind="stable")
+        self.fmt = fmt
         self.values = values[order]
         self.exponents, self.starts, self.counts = np.unique(
             exponents[order], return_index=True, return_counts=True
         )
         self.sums = np.add.reduceat(self.values, self.starts) if values.size else values
         self.squares = np.add.reduceat(self.values**2, self.starts) if values.size else values
+        # The quantisation noise of each bin while its values are normal numbers.
+        normal_quantum = np.ldexp(1.0, self.exponents - fmt.mantissa_bits)
+        self.bin_noise = self.counts * normal_quantum**2 / 12
+        self.normal_noise = float(np.sum(self.bin_noise))
 
-    def squared_error(self, scale: int, fmt: _Float8Format) -> float:
-        """The summed squared error of casting ``values * 2**scale``, in the data's units."""
+    def extra_error(self, scale: int) -> float:
+        """The summed squared error of casting ``values * 2**scale``, in the data's units,
+        minus :attr:`normal_noise` (the part that does not depend on the scale)."""
         if not self.values.size:
             return 0.0
+        fmt = self.fmt
         scaled = self.exponents + scale
         smallest_subnormal_exponent = fmt.min_exponent - fmt.mantissa_bits
         clip = np.ldexp(fmt.max_value, -scale)
         subnormal_quantum = np.ldexp(1.0, smallest_subnormal_exponent - scale)
-        normal_quantum = np.ldexp(1.0, self.exponents - fmt.mantissa_bits)
 
         def distance_to(target: float) -> np.ndarray:  # sum of (value - target)**2 per bin
             return self.squares - 2 * target * self.sums + self.counts * target**2
@@ -275,13 +289,14 @@ class _ExponentHistogram:
             ],
             [
                 distance_to(clip),
-                self.counts * normal_quantum**2 / 12,
+                self.bin_noise,
                 self.counts * subnormal_quantum**2 / 12,
                 distance_to(subnormal_quantum),
             ],
             default=self.squares,  # flushed to zero
         )
-        total = float(np.sum(np.maximum(error, 0.0)))
+        # Normal bins add exactly 0, so they cannot round away what the others add.
+        total = float(np.sum(np.maximum(error, 0.0) - self.bin_noise))
         # The top bin can hold values above max (e.g. 250 in [128, 256) for max 240).
         top = np.flatnonzero(scaled == fmt.max_exponent)
         if top.size:

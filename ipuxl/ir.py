@@ -85,6 +85,12 @@ class Ir:
 
         Returns:
             The new graph, ``"<fn qualname>_subgraph(<k>)"``.
+
+        Raises:
+            TypeError: ``fn`` is neither a function nor a Module, or a list, tuple or
+                ``*args`` argument mixes tensors with other values.
+            ValueError: the arguments do not match ``fn``'s signature, or ``fn`` returns
+                something other than None, a Tensor or an iterable of Tensors.
         """
         from ipuxl.tracing import create_graph
 

@@ -26,8 +26,9 @@ from ipuxl.tensor import Tensor, TensorSpec
 
 if TYPE_CHECKING:
     from ipuxl.graph import Graph
+    from ipuxl.ir import Ir
 
-__all__ = ["OpDef", "Op", "check_in_graph", "check_is_tensor"]
+__all__ = ["OpDef", "Op", "check_in_graph", "check_is_tensor", "check_same_ir"]
 
 InferRule = Callable[..., Sequence[TensorSpec]]
 
@@ -192,14 +193,46 @@ def check_is_tensor(arg: str, value: Any) -> None:
 
 
 def check_in_graph(graph: Graph, arg: str, value: Any) -> None:
-    """Raise unless ``value`` is a Tensor of ``graph``."""
+    """Raise unless ``value`` is a Tensor of ``graph``.
+
+    Raises:
+        TypeError: ``value`` is not a Tensor.
+        ValueError: ``value`` is in another graph, or in a graph of another Ir.
+    """
     check_is_tensor(arg, value)
-    if value.graph is not graph:
+    if value.graph is graph:
+        return
+    graph_name = graph.name or "main"
+    if value.ir is not graph.ir:
         raise ValueError(
-            f"The input tensor `{arg}` is not in the current Graph {graph.name or 'main'}. "
-            f"`{value.id}` belongs to graph {value.graph.name or 'main'!r}. A graph cannot use "
-            "another graph's tensors: pass the value in as a graph input (see "
-            "`Ir.create_graph`) or create the op inside the right `with graph:` block."
+            f"The input tensor `{arg}` is not in the current Graph {graph_name}: `{value.id}` "
+            f"belongs to another Ir. It is in {value.ir!r} (graph "
+            f"{value.graph.name or 'main'!r}), and the current graph is in {graph.ir!r}. "
+            "Tensors cannot cross Irs: create the tensor in this Ir (for example "
+            "`popxl.variable(data)` or `popxl.constant(data)` inside `with ir.main_graph:` of "
+            "the Ir you are building)."
+        )
+    raise ValueError(
+        f"The input tensor `{arg}` is not in the current Graph {graph_name}. "
+        f"`{value.id}` belongs to graph {value.graph.name or 'main'!r}. A graph cannot use "
+        "another graph's tensors: pass the value in as a graph input (see "
+        "`Ir.create_graph`) or create the op inside the right `with graph:` block."
+    )
+
+
+def check_same_ir(graph: Graph, what: str, ir: Ir, fix: str) -> None:
+    """Raise ``ValueError`` unless ``ir`` (the Ir that ``what`` belongs to) is ``graph``'s.
+
+    Args:
+        graph: the current graph.
+        what: the object named in the error, e.g. "The stream `x`".
+        ir: the Ir that object belongs to.
+        fix: the rule and the fix, e.g. "Streams cannot cross Irs: create the stream...".
+    """
+    if ir is not graph.ir:
+        raise ValueError(
+            f"{what} belongs to another Ir: it is in {ir!r}, and the current graph "
+            f"{graph.name or 'main'!r} is in {graph.ir!r}. {fix}"
         )
 
 

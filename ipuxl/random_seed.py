@@ -14,10 +14,12 @@ import operator
 
 import numpy as np
 
-__all__ = ["create_seeds", "uint64_to_two_uint32", "two_uint32_to_uint64"]
+__all__ = ["MAX_UINT64", "create_seeds", "uint64_to_two_uint32", "two_uint32_to_uint64"]
+
+# The largest unsigned 64-bit integer: seeds are drawn from [0, MAX_UINT64].
+MAX_UINT64 = 2**64 - 1
 
 _UINT32_MAX = 2**32 - 1
-_UINT64_MAX = 2**64 - 1
 
 
 def create_seeds(
@@ -45,7 +47,7 @@ def create_seeds(
     """
     shape = (batches_per_step, gradient_accumulation_factor, replicas)
     rng = np.random.default_rng(seed + offset)
-    draws = rng.integers(0, _UINT64_MAX, size=int(np.prod(shape)), endpoint=True, dtype="uint64")
+    draws = rng.integers(0, MAX_UINT64, size=int(np.prod(shape)), endpoint=True, dtype="uint64")
     pairs = [uint64_to_two_uint32(int(draw)) for draw in draws]
     return np.squeeze(np.array(pairs, dtype=np.uint32).reshape(*shape, 2))
 
@@ -63,7 +65,7 @@ def uint64_to_two_uint32(num: int) -> tuple[int, int]:
         ValueError: ``num`` is out of range.
     """
     num = operator.index(num)
-    if not 0 <= num <= _UINT64_MAX:
+    if not 0 <= num <= MAX_UINT64:
         raise ValueError(f"Integer {num} out of range for uint64: expected 0 <= num < 2**64.")
     return num >> 32, num & _UINT32_MAX
 

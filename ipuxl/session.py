@@ -621,8 +621,8 @@ def _not_a_mapping(name: str, value: Any) -> str:
 
 def _check_output_array(layout: host_buffers.StreamLayout, array: Any) -> None:
     """An output array of ``run_with_outputs`` must take the results as they are: the
-    stream's host shape and dtype, and writable (checked before the run, so a bad array
-    never costs the run's results)."""
+    stream's host shape and dtype (or, for float8, its uint8 bytes), and writable (checked
+    before the run, so a bad array never costs the run's results)."""
     stream_id = layout.stream.tensor_id
     if not isinstance(array, np.ndarray):
         raise TypeError(
@@ -630,7 +630,7 @@ def _check_output_array(layout: host_buffers.StreamLayout, array: Any) -> None:
             f"{type(array).__name__}. Make the arrays with `session.create_host_outputs()`."
         )
     host_buffers.check_array_shape(layout, array)
-    if array.dtype != layout.host_dtype:
+    if array.dtype != layout.host_dtype and not (layout.is_float8 and array.dtype == np.uint8):
         raise TypeError(
             f"The output array for stream {stream_id} has dtype {array.dtype}, but the stream "
             f"gives {layout.host_dtype}; results are never converted on the way out. Use "

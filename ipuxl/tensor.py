@@ -19,7 +19,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any, NoReturn, Union
 
 import numpy as np
 
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from ipuxl.ir import Ir
     from ipuxl.op import Op
     from ipuxl.replica_grouping import ReplicaGrouping
+    from ipuxl.tensor_factories import constant, graph_input, graph_output, variable
 
 __all__ = [
     "Tensor",
@@ -44,7 +45,24 @@ __all__ = [
     "HostScalarTensor",
     "ScalarType",
     "TensorLike",
+    # The factories live in ipuxl.tensor_factories, which imports this module; PopXL code
+    # imports them from popxl.tensor, so the module __getattr__ below forwards them.
+    "variable",
+    "constant",
+    "graph_input",
+    "graph_output",
 ]
+
+_FACTORIES = ("variable", "constant", "graph_input", "graph_output")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _FACTORIES:
+        from ipuxl import tensor_factories
+
+        return getattr(tensor_factories, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 ScalarType = Union[int, float, bool]
 HostTensor = Union[np.ndarray, Iterable[ScalarType]]
@@ -337,18 +355,21 @@ class Tensor:
             )
         return self.flatten()[:: self.shape[1] + 1]
 
-    def strides(self, shape: Iterable[int] | None = None) -> list[int]:
-        """numpy-style byte strides of a C-ordered tensor of ``shape`` (default: own shape).
+    def strides(self, shape: Iterable[int] | None = None) -> tuple[int, ...]:
+        """The byte strides of a C-contiguous NumPy array of ``shape`` (default: the
+        tensor's shape) and the tensor's dtype: ``np.empty(shape, dtype).strides``.
 
-        Example: an int32 tensor of shape (2, 3) has strides ``[12, 4]``.
+        Example: an int32 tensor of shape (2, 3) has strides ``(12, 4)``.
         """
-        shape = tuple(shape) if shape is not None else self.shape
+        shape = checked_shape(self.shape if shape is None else shape, self.dtype)
         item = self.dtype.itemsize
+        if 0 in shape:  # NumPy's strides of empty arrays differ between NumPy versions
+            return np.empty(shape, f"V{item}").strides
         strides, step = [], item
         for dim in reversed(shape):
             strides.append(step)
             step *= dim
-        return list(reversed(strides))
+        return tuple(reversed(strides))
 
     def copy_to_ipu(self, dst: int, src: int | None = None) -> Tensor:
         from ipuxl import ops
@@ -377,6 +398,33 @@ class Tensor:
 
     def __bool__(self) -> bool:
         return True
+
+    # A Tensor has no data: conversions to host values explain how to get some.
+    def __array__(self, dtype: Any = None, copy: Any = None) -> NoReturn:
+        self._raise_no_data("convert it to a NumPy array (`np.asarray`, `np.array`)")
+
+    def __float__(self) -> NoReturn:
+        self._raise_no_data("convert it to a Python float")
+
+    def __int__(self) -> NoReturn:
+        self._raise_no_data("convert it to a Python int")
+
+    def __index__(self) -> NoReturn:
+        self._raise_no_data("use it as a Python integer (an index, a size, `range`)")
+
+    def _raise_no_data(self, what: str) -> NoReturn:
+        raise TypeError(
+            f"Tensor `{self.id}` has no data, so ipuxl cannot {what}. A popxl Tensor is "
+            "symbolic: a value in a graph being built, computed only when a Session runs "
+            "the graph. To read its value, store it to a device-to-host stream and run a "
+            "Session:\n"
+            "    d2h = popxl.d2h_stream(t.shape, t.dtype)\n"
+            "    ops.host_store(d2h, t)  # while building, e.g. in `with ir.main_graph:`\n"
+            "    with popxl.Session(ir, 'cpu') as session:\n"
+            "        value = session.run()[d2h]\n"
+            "For a Variable, read it with `session.get_tensor_data(variable)`. To compute "
+            "with it, use ops and Tensor operators (`t + 1`, `ops.cast(t, popxl.float32)`)."
+        )
 
     def __add__(self, other: Any) -> Tensor:
         from ipuxl import ops

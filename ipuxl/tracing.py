@@ -99,15 +99,29 @@ def _graph_argument(name: str, value: Any, annotation: Any, kind: Any) -> Any:
     if _is_tensor_like(value):
         return _input(name, value, _by_ref(annotation))
     if isinstance(value, (list, tuple)) and any(_is_tensor_like(v) for v in value):
-        if not all(_is_tensor_like(v) for v in value):
-            raise TypeError(
-                f"A {type(value).__name__} argument can't contain a mixture of Tensors and "
-                f"other types. Parameter `{name}` got {[type(v).__name__ for v in value]}; "
-                "pass the tensors and the other values as separate arguments."
-            )
         by_ref = _by_ref(annotation, element=True)
         return [_input(f"{name}_{i}", item, by_ref) for i, item in enumerate(value)]
     return value
+
+
+def _check_not_mixed(name: str, value: Any, kind: Any) -> None:
+    """Raise ``TypeError`` if a list, tuple or ``*args`` parameter holds both tensors (or
+    specs) and other values: each must be all graph inputs or all passed through."""
+    if kind is inspect.Parameter.VAR_POSITIONAL:
+        what, parameter = "*args", f"*{name}"
+        fix = ("pass the other values through named parameters of the function (before "
+               "`*args`, or keyword-only after it)")
+    elif isinstance(value, (list, tuple)) and kind is not inspect.Parameter.VAR_KEYWORD:
+        what, parameter = type(value).__name__, name
+        fix = "pass the tensors and the other values as separate arguments"
+    else:
+        return
+    tensors = [_is_tensor_like(v) for v in value]
+    if any(tensors) and not all(tensors):
+        raise TypeError(
+            f"A {what} argument can't contain a mixture of Tensors and other types. "
+            f"Parameter `{parameter}` got {[type(v).__name__ for v in value]}; {fix}."
+        )
 
 
 def _graph_name(fn: Any) -> str:
@@ -119,8 +133,8 @@ def create_graph(ir: Ir, fn: Any, *args: Any, **kwargs: Any) -> Graph:
     """Trace ``fn`` into a new subgraph of ``ir``. See ``Ir.create_graph``.
 
     Raises:
-        TypeError: ``fn`` is neither a function nor a Module; a list argument mixes
-            tensors and other values.
+        TypeError: ``fn`` is neither a function nor a Module; a list, tuple or ``*args``
+            argument mixes tensors and other values.
         ValueError: the arguments do not match ``fn``'s signature; the output is not
             None, a Tensor or an iterable of Tensors.
     """
@@ -142,6 +156,8 @@ def create_graph(ir: Ir, fn: Any, *args: Any, **kwargs: Any) -> Graph:
             f"`fn`. {_graph_name(fn)}{signature}: {error}."
         ) from None
     bound.apply_defaults()
+    for name, value in bound.arguments.items():  # before the graph exists
+        _check_not_mixed(name, value, signature.parameters[name].kind)
     annotations = _annotations(target)
     graph = ir._new_subgraph(_graph_name(fn))
     context = get_current_context()

@@ -124,9 +124,9 @@ def test_var_positional_and_var_keyword_tensors(ir, x):
         seen.update(args=args, kwargs=kwargs)
         return a
 
-    graph = ir.create_graph(fn, x, x, 7, x, w=x, k="text")
-    assert [t.name for t in graph.inputs] == ["a", "args_0", "args_2", "w"]
-    assert seen["args"][1] == 7 and seen["kwargs"]["k"] == "text"
+    graph = ir.create_graph(fn, x, x, x, w=x, k="text")
+    assert [t.name for t in graph.inputs] == ["a", "args_0", "args_1", "w"]
+    assert seen["kwargs"]["k"] == "text"
     assert seen["args"][0] is graph.inputs[1] and seen["kwargs"]["w"] is graph.inputs[3]
 
 

@@ -172,11 +172,11 @@ def test_numpy_defers_to_the_reflected_operators():
 @pytest.mark.parametrize(
     "dtype, shape, argument, expected",
     [
-        (popxl.int32, (2, 3), None, [12, 4]),
-        (popxl.float16, (2, 3, 4), None, [24, 8, 2]),
-        (popxl.float32, (2, 3), (6,), [4]),
-        (popxl.bool, (5,), None, [1]),
-        (popxl.float8_143, (2, 2), None, [2, 1]),
+        (popxl.int32, (2, 3), None, (12, 4)),
+        (popxl.float16, (2, 3, 4), None, (24, 8, 2)),
+        (popxl.float32, (2, 3), (6,), (4,)),
+        (popxl.bool, (5,), None, (1,)),
+        (popxl.float8_143, (2, 2), None, (2, 1)),
     ],
 )
 def test_strides_are_numpy_byte_strides(dtype, shape, argument, expected):
@@ -184,7 +184,7 @@ def test_strides_are_numpy_byte_strides(dtype, shape, argument, expected):
         t = popxl.graph_input(shape, dtype)
     assert t.strides(argument) == expected
     if not dtype.is_float8:
-        assert expected == list(np.empty(argument or shape, dtype.as_numpy()).strides)
+        assert expected == np.empty(argument or shape, dtype.as_numpy()).strides
 
 
 def test_diag_needs_rank_2():

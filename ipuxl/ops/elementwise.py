@@ -29,6 +29,7 @@ from ipuxl import dtypes
 from ipuxl.op import OpDef
 from ipuxl.ops.type_rules import (
     NUMERIC_DTYPES,
+    as_data_type,
     binary_bool_output,
     binary_same_dtype,
     bool_output,
@@ -300,9 +301,19 @@ _CAST = OpDef("cast", infer=_cast_rule,
 def cast(t: Tensor, data_type: dtypes.dtype) -> Tensor:
     """``t`` converted to ``data_type`` (float to int truncates toward zero).
 
+    Args:
+        t: the tensor.
+        data_type: a popxl dtype, or a NumPy dtype or name that ``dtype.as_dtype``
+            converts (``np.float32``, ``"float32"``).
+
+    Returns:
+        A new tensor of ``t``'s shape.
+
     Raises:
-        TypeError: ``data_type`` (or ``t``) is a float8 type; use the pow2scale casts.
+        TypeError: ``data_type`` is not a dtype, or it (or ``t``) is a float8 type: use
+            the pow2scale casts.
     """
+    data_type = as_data_type("cast", "data_type", data_type)
     return _CAST.apply({"t": t}, data_type=data_type)[0]
 
 

@@ -27,14 +27,10 @@ import ml_dtypes
 
 from ipuxl import dtypes
 from ipuxl.op import OpDef, check_is_tensor
+from ipuxl.ops.type_rules import FLOAT8_DTYPES, FROM_FP8_TARGETS, TO_FP8_SOURCES, as_data_type
 from ipuxl.tensor import Tensor, TensorSpec
 
 __all__ = ["pow2scale_cast_to_fp8", "pow2scale_cast_from_fp8"]
-
-_FLOAT8_DTYPES = (dtypes.float8_143, dtypes.float8_152)
-_FROM_FP8_TARGETS = (dtypes.float16, dtypes.float32)
-# Sources that convert exactly to float32, so the cast rounds once (as the host cast does).
-_TO_FP8_SOURCES = (dtypes.float16, dtypes.float32, dtypes.bfloat16)
 
 
 def check_log2_scale(log2_scale: Tensor) -> None:
@@ -87,23 +83,24 @@ def pow2scale_cast_to_fp8(t: Tensor, log2_scale: Tensor,
     Args:
         t: a float16, float32 or bfloat16 tensor.
         log2_scale: a rank-0 int32 tensor, read at run time.
-        data_type: ``popxl.float8_143`` or ``popxl.float8_152``.
+        data_type: ``popxl.float8_143`` or ``popxl.float8_152`` (or their names).
 
     Returns:
         A float8 tensor of ``t``'s shape.
 
     Raises:
-        TypeError: ``data_type`` is not a float8 type, ``t`` is not float16, float32 or
-            bfloat16, or ``log2_scale`` is not int32.
+        TypeError: ``data_type`` is not (the name of) a float8 type, ``t`` is not
+            float16, float32 or bfloat16, or ``log2_scale`` is not int32.
         ValueError: ``log2_scale`` is not a scalar.
     """
     check_is_tensor("t", t)
-    if data_type not in _FLOAT8_DTYPES:
+    data_type = as_data_type("pow2scale_cast_to_fp8", "data_type", data_type)
+    if data_type not in FLOAT8_DTYPES:
         raise TypeError(
             f"Data type {data_type!r} is not supported for pow2scale_cast_to_fp8: use "
             "popxl.float8_143 or popxl.float8_152 (for other types use `ops.cast`)."
         )
-    if t.dtype not in _TO_FP8_SOURCES:
+    if t.dtype not in TO_FP8_SOURCES:
         raise TypeError(
             f"pow2scale_cast_to_fp8 casts float16, float32 or bfloat16 tensors; `{t.id}` is "
             f"{t.dtype!r}. Cast it to popxl.float16 or popxl.float32 first."
@@ -132,7 +129,8 @@ def pow2scale_cast_from_fp8(t: Tensor, log2_scale: Tensor,
     Args:
         t: a float8 tensor.
         log2_scale: a rank-0 int32 tensor, read at run time.
-        data_type: ``popxl.float16`` or ``popxl.float32``.
+        data_type: ``popxl.float16`` or ``popxl.float32`` (or a NumPy dtype or name of
+            one).
 
     Returns:
         A tensor of ``t``'s shape and ``data_type``.
@@ -143,12 +141,13 @@ def pow2scale_cast_from_fp8(t: Tensor, log2_scale: Tensor,
         ValueError: ``log2_scale`` is not a scalar.
     """
     check_is_tensor("t", t)
-    if data_type not in _FROM_FP8_TARGETS:
+    data_type = as_data_type("pow2scale_cast_from_fp8", "data_type", data_type)
+    if data_type not in FROM_FP8_TARGETS:
         raise TypeError(
             f"Data type {data_type!r} is not supported for pow2scale_cast_from_fp8: use "
             "popxl.float16 or popxl.float32."
         )
-    if t.dtype not in _FLOAT8_DTYPES:
+    if t.dtype not in FLOAT8_DTYPES:
         raise TypeError(
             f"pow2scale_cast_from_fp8 converts float8 tensors; `{t.id}` is {t.dtype!r}. Use "
             "`ops.cast` for other types."

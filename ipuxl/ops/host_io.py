@@ -16,7 +16,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ipuxl.op import OpDef, check_is_tensor
+from ipuxl.context import get_current_context
+from ipuxl.op import OpDef, check_is_tensor, check_same_ir
+from ipuxl.ops.type_rules import cast_hint
 from ipuxl.streams import DeviceToHostStream, HostToDeviceStream
 from ipuxl.tensor import Tensor
 
@@ -25,6 +27,20 @@ if TYPE_CHECKING:
     from ipuxl.op import Op
 
 __all__ = ["host_load", "host_store"]
+
+
+def _check_stream_in_current_ir(stream: HostToDeviceStream | DeviceToHostStream,
+                                factory: str) -> None:
+    """Raise ``ValueError`` if ``stream`` was made while building another Ir."""
+    # A stream is a handle on a main-graph tensor of the Ir it was made in.
+    stream_ir = stream._stream_tensor.ir
+    check_same_ir(
+        get_current_context().graph,
+        f"The stream `{stream.tensor_id}`",
+        stream_ir,
+        f"Streams cannot cross Irs: create the stream with `popxl.{factory}(shape, dtype)` "
+        "while building this Ir.",
+    )
 
 
 def _lower_host_load(lowering: GraphLowering, op: Op) -> None:
@@ -56,12 +72,14 @@ def host_load(h2d_stream: HostToDeviceStream, name: str | None = None) -> Tensor
 
     Raises:
         TypeError: ``h2d_stream`` is not a HostToDeviceStream.
+        ValueError: the stream belongs to another Ir.
     """
     if not isinstance(h2d_stream, HostToDeviceStream):
         raise TypeError(
             f"host_load needs a HostToDeviceStream (from `popxl.h2d_stream`), got "
             f"{type(h2d_stream).__name__}."
         )
+    _check_stream_in_current_ir(h2d_stream, "h2d_stream")
     base = name or h2d_stream.tensor_id
     return _HOST_LOAD.apply({}, names=[f"{base}_hostload"], stream=h2d_stream)[0]
 
@@ -71,7 +89,8 @@ def host_store(d2h_stream: DeviceToHostStream, t: Tensor) -> None:
 
     Raises:
         TypeError: ``d2h_stream`` is not a DeviceToHostStream, or ``t`` is not a Tensor.
-        ValueError: ``t``'s dtype or shape differs from the stream's.
+        ValueError: the stream belongs to another Ir, or ``t``'s dtype or shape differs
+            from the stream's.
     """
     if not isinstance(d2h_stream, DeviceToHostStream):
         raise TypeError(
@@ -79,11 +98,13 @@ def host_store(d2h_stream: DeviceToHostStream, t: Tensor) -> None:
             f"{type(d2h_stream).__name__}."
         )
     check_is_tensor("t", t)
+    _check_stream_in_current_ir(d2h_stream, "d2h_stream")
     if t.dtype != d2h_stream.dtype:
         raise ValueError(
             f"dtype of stream `{d2h_stream.tensor_id}` ({d2h_stream.dtype!r}) does not match "
-            f"dtype of provided tensor `{t.id}` ({t.dtype!r}). Cast the tensor with "
-            "`ops.cast` or create the stream with the tensor's dtype."
+            f"dtype of provided tensor `{t.id}` ({t.dtype!r}). Convert the tensor "
+            f"(`{cast_hint(t, d2h_stream.dtype)}`) or create the stream with the tensor's "
+            "dtype."
         )
     if t.shape != d2h_stream.shape:
         raise ValueError(

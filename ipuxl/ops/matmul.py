@@ -25,7 +25,7 @@ from jax import lax
 from ipuxl import dtypes
 from ipuxl.op import OpDef
 from ipuxl.ops.fp8 import check_log2_scale
-from ipuxl.ops.type_rules import check_available_memory_proportion
+from ipuxl.ops.type_rules import as_data_type, check_available_memory_proportion
 from ipuxl.popart import popart_exception
 from ipuxl.tensor import Tensor, TensorSpec
 
@@ -107,6 +107,8 @@ def matmul(
             f"partials_type must be popxl.float16 or popxl.float32, got {partials_type!r}."
         )
     check_available_memory_proportion("matmul", available_memory_proportion)
+    if output_type is not None:
+        output_type = as_data_type("matmul", "output_type", output_type)
     return _MATMUL.apply({"lhs": lhs, "rhs": rhs}, output_type=output_type,
                          partials_type=partials_type)[0]
 

@@ -20,6 +20,9 @@ __all__ = [
     "FLOAT_DTYPES",
     "INT_DTYPES",
     "NUMERIC_DTYPES",
+    "FLOAT8_DTYPES",
+    "FROM_FP8_TARGETS",
+    "TO_FP8_SOURCES",
     "same_as_input",
     "float_only",
     "bool_output",
@@ -27,6 +30,8 @@ __all__ = [
     "binary_same_dtype",
     "binary_bool_output",
     "require_dtype",
+    "as_data_type",
+    "cast_hint",
     "normalize_axes",
     "check_available_memory_proportion",
 ]
@@ -37,6 +42,12 @@ INT_DTYPES = (
     dtypes.uint8, dtypes.uint16, dtypes.uint32, dtypes.uint64,
 )
 NUMERIC_DTYPES = INT_DTYPES + FLOAT_DTYPES
+FLOAT8_DTYPES = (dtypes.float8_143, dtypes.float8_152)
+# The float8 conversions (ops.cast refuses float8 on either side): pow2scale_cast_from_fp8
+# converts to FROM_FP8_TARGETS; pow2scale_cast_to_fp8 converts from TO_FP8_SOURCES, which
+# convert exactly to float32, so the cast rounds once (as the host cast does).
+FROM_FP8_TARGETS = (dtypes.float16, dtypes.float32)
+TO_FP8_SOURCES = (dtypes.float16, dtypes.float32, dtypes.bfloat16)
 
 
 def same_as_input(t: Tensor, *rest: Any, **attrs: Any) -> list[TensorSpec]:
@@ -49,10 +60,60 @@ def require_dtype(op: str, t: Tensor, allowed: Iterable[dtypes.dtype], what: str
     allowed = tuple(allowed)
     if t.dtype not in allowed:
         names = ", ".join(d.name for d in allowed)
+        floats = [d for d in allowed if d.is_floating_point]
+        if t.dtype.is_float8 and floats:
+            target = dtypes.float32 if dtypes.float32 in floats else floats[0]
+            fix = f"Convert it first: `{cast_hint(t, target)}`."
+        else:
+            fix = "Cast the input first with `ops.cast`."
         raise popart_exception(
             f"{op} does not support dtype {t.dtype.name} (tensor `{t.id}`): it needs {what} "
-            f"({names}). Cast the input first with `ops.cast`."
+            f"({names}). {fix}"
         )
+
+
+def as_data_type(op: str, arg: str, value: Any) -> dtypes.dtype:
+    """``value`` as a dtype: a popxl dtype, or what ``dtype.as_dtype`` converts (a NumPy
+    dtype or type, a name such as ``"float32"``).
+
+    Raises:
+        TypeError: no dtype matches ``value``, or it is None (which ``np.dtype`` would
+            take as float64).
+    """
+    if value is not None:
+        try:
+            return dtypes.dtype.as_dtype(value)
+        except ValueError:
+            pass
+    raise TypeError(
+        f"{op}: `{arg}` must be a popxl dtype such as popxl.float32 (or a NumPy dtype or "
+        f"dtype name that has one); got {type(value).__name__} {value!r}."
+    )
+
+
+def cast_hint(t: Tensor, dtype: dtypes.dtype) -> str:
+    """Code that converts ``t`` to ``dtype``, for error messages: ``ops.cast``, or the
+    pow2scale casts (with scale 0) when either type is float8, since ``ops.cast`` refuses
+    float8. The tensor is named ``t.name`` (``t`` if that is not a Python identifier).
+
+    Example: a float8_143 tensor ``a`` to float32 gives
+    ``ops.pow2scale_cast_from_fp8(a, popxl.constant(0, popxl.int32), popxl.float32)``.
+    """
+    code = t.name if t.name.isidentifier() else "t"
+    scale = "popxl.constant(0, popxl.int32)"
+    if t.dtype.is_float8:
+        wide = dtype if dtype in FROM_FP8_TARGETS else dtypes.float32
+        code = f"ops.pow2scale_cast_from_fp8({code}, {scale}, popxl.{wide.name})"
+        if wide is dtype:
+            return code
+        source = wide
+    else:
+        source = t.dtype
+    if dtype.is_float8:
+        if source not in TO_FP8_SOURCES:
+            code = f"ops.cast({code}, popxl.float32)"
+        return f"ops.pow2scale_cast_to_fp8({code}, {scale}, popxl.{dtype.name})"
+    return f"ops.cast({code}, popxl.{dtype.name})"
 
 
 def float_only(op: str) -> Any:
@@ -86,10 +147,15 @@ def _check_same_dtype(op: str, tensors: Sequence[Tensor]) -> None:
     first = tensors[0]
     for other in tensors[1:]:
         if other.dtype != first.dtype:
+            # Convert a float8 input up to the other type rather than the other down to it.
+            if first.dtype.is_float8 and not other.dtype.is_float8:
+                source, target = first, other.dtype
+            else:
+                source, target = other, first.dtype
             raise popart_exception(
                 f"np broadcasting failed on {op}, incompatible types {first.dtype.name} and "
                 f"{other.dtype.name} (`{first.id}`, `{other.id}`). Binary ops need equal "
-                f"dtypes: cast one input with `ops.cast(t, {first.dtype!r})`."
+                f"dtypes: convert `{source.id}` first: `{cast_hint(source, target)}`."
             )
 
 
