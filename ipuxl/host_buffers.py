@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from ipuxl import host_values
 from ipuxl.utils import to_numpy
 
 __all__ = [
@@ -102,31 +103,66 @@ def check_stream_set(kind: str, expected: Set[Any], given: Mapping[Any, Any]) ->
     """The streams passed must be exactly the streams the program uses.
 
     Raises:
-        ValueError: ``Unexpected/Missing <kind>.`` with both sets.
+        ValueError: ``Unexpected/Missing <kind>.`` with both sets, and, for a stream passed
+            under the name of an expected one, that they are different streams (one of
+            another Ir, or one made before the Ir was rebuilt).
     """
     if given.keys() == expected:
         return
     unexpected = {str(s) for s in given.keys() - expected}
     missing = {str(s) for s in expected - given.keys()}
+    # A stream with the name of a missing one is another stream object: str() cannot tell
+    # them apart, so say so.
+    missing_ids = {getattr(s, "tensor_id", None) for s in expected - given.keys()}
+    same_name = [s.tensor_id for s in given.keys() - expected
+                 if getattr(s, "tensor_id", None) in missing_ids]
+    explanation = "".join(
+        f"\n  The {kind} stream passed as `{name}` is not the stream `{name}` of this "
+        "Session's Ir: it has the same name but belongs to another Ir (or to an earlier "
+        "build of the program)."
+        for name in same_name
+    )
+    fix = (f"Pass exactly one array for each stream the program uses a "
+           f"{'host_load' if kind == 'input' else 'host_store'} of")
+    if same_name:
+        fix += ", using the stream objects of the Ir the Session was built from"
     raise ValueError(
-        f"Unexpected/Missing {kind}.\n  Unexpected: {unexpected}\n  Missing: {missing}\n"
-        f"Pass exactly one array for each stream the program uses a "
-        f"{'host_load' if kind == 'input' else 'host_store'} of."
+        f"Unexpected/Missing {kind}.\n  Unexpected: {unexpected}\n  Missing: {missing}"
+        f"{explanation}\n{fix}."
     )
 
 
+def _describe_stream(layout: StreamLayout) -> str:
+    """How conversion errors name the stream: ``input stream `x` (int32)``."""
+    return f"{layout.kind} stream `{layout.stream.tensor_id}` ({layout.stream.dtype.name})"
+
+
 def convert_input(layout: StreamLayout, value: Any, downcast: bool) -> np.ndarray:
-    """A user's input value as a host array (float8 streams take bytes as they are).
+    """A user's input value as a host array of the stream's dtype (float8 streams take
+    bytes as they are).
+
+    The value is converted straight to the stream's dtype, and a value that would change
+    raises (``ipuxl.host_values.cast``). PopXL first narrows 64-bit data to 32 bits when
+    ``downcast`` is set; converting once gives the same numbers whenever that narrowing is
+    exact, and never wraps. A memmap is used as it is, under PopXL's memmap rules
+    (``downcast`` applies to them), and converted by ``to_executable_input``.
 
     Raises:
-        TypeError: a float8 stream got data that is neither float8 host data nor bytes.
+        TypeError: the value is not numbers (None, a string, objects), or a float8 stream
+            got data that is neither float8 host data nor bytes.
+        ValueError: a value does not fit the stream's dtype (an int64 beyond int32 for an
+            int32 stream, NaN or 2.5 for an integer stream, 1e39 for float32).
     """
+    what = _describe_stream(layout)
     if not layout.is_float8:
-        return to_numpy(value, downcast=downcast, copy=False)
+        if isinstance(value, np.memmap):
+            return to_numpy(value, downcast=downcast, copy=False, what=what)
+        return to_numpy(value, layout.stream.dtype, copy=False, what=what)
     array = np.asarray(value)
     if array.dtype.names is not None and array.dtype.itemsize == 1:
         return array.view(np.uint8)
     if array.dtype != np.uint8:
+        host_values.check_numbers(array, what)
         raise TypeError(
             f"Float8 stream {layout.stream.tensor_id} needs float8 host data (the structured "
             f"dtype {layout.host_dtype}) or its uint8 bytes; got {array.dtype}. Convert it "
@@ -186,8 +222,10 @@ def to_executable_input(layout: StreamLayout, array: np.ndarray) -> np.ndarray:
         array = array[:layout.slots]  # a longer leading dimension: the rest is unused
     array = array.reshape(layout.host_shape)  # lenient shapes (a view)
     if array.dtype != layout.device_dtype:
-        array = (array.view(layout.device_dtype) if layout.is_float8
-                 else array.astype(layout.device_dtype))
+        if layout.is_float8:
+            array = array.view(layout.device_dtype)
+        else:  # a memmap of another dtype
+            array = host_values.cast(array, layout.device_dtype, _describe_stream(layout))
     return array
 
 

@@ -40,7 +40,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from ipuxl import host_buffers
+from ipuxl import host_buffers, host_values
 from ipuxl.executable_cache import EXECUTABLES
 from ipuxl.fp8_utils import float8_from_device
 from ipuxl.host_callbacks import has_callbacks, interrupts_noted, take_interrupt
@@ -524,7 +524,8 @@ class Session:
 
         Raises:
             TypeError: not a Variable, or the data's dtype is not the variable's.
-            ValueError: the data's shape is not the variable's host shape.
+            ValueError: the data's shape is not the variable's host shape, or a number
+                does not fit the variable's dtype.
         """
         checked = {}
         for tensor, data in tensors.items():
@@ -541,7 +542,9 @@ class Session:
                         f"Cannot write a Python number to float8 variable {tensor.id}: convert "
                         "it first with `popxl.fp8_utils.host_pow2scale_cast_to_fp8`."
                     )
-                data = np.asarray(data, expected)
+                # A number takes the variable's dtype, but only if its value fits.
+                data = host_values.cast(np.asarray(data), expected,
+                                        f"write_variable_data to `{tensor.id}`")
             data = np.asarray(data)
             if data.dtype != expected:
                 raise TypeError(

@@ -58,6 +58,11 @@ class _Stream:
         return self._stream_tensor.spec
 
     @property
+    def ir(self) -> Ir:
+        """The Ir the stream was made in."""
+        return self._stream_tensor.ir
+
+    @property
     def tensor_id(self) -> str:
         """The stream's id: its unique name in the main graph."""
         return self._stream_tensor.id

@@ -60,8 +60,11 @@ def variable(
 
     Raises:
         RuntimeError: no graph is on the context stack.
+        TypeError: ``data`` is not numbers (None, strings, objects).
         ValueError: not in the main graph; bad retrieval mode; data does not match the
-            grouping; a memmap that would need converting.
+            grouping; a memmap that would need converting; a value that does not fit the
+            dtype (an int64 value beyond int32 when downcasting, 300 for int8, NaN or 2.5
+            for an integer dtype, 1e39 for float32).
     """
     context = get_current_context()
     graph = context.graph
@@ -81,7 +84,7 @@ def variable(
     if isinstance(data, np.memmap):
         _check_memmap(data, dtype, downcast)
     host = to_numpy(data, dtype, downcast, copy=False, log2_scale=log2_scale,
-                    nan_on_overflow=nan_on_overflow)
+                    nan_on_overflow=nan_on_overflow, what=_what("variable", name))
     if not isinstance(host, np.memmap):
         # to_numpy(copy=False) may return the caller's array; the variable owns its data,
         # so later edits of that array must not change the initial value.
@@ -127,7 +130,9 @@ def constant(
 
     Raises:
         RuntimeError: no graph is on the context stack.
-        TypeError: float8 structured data without an explicit ``dtype``.
+        TypeError: float8 structured data without an explicit ``dtype``; data that is not
+            numbers (None, strings, objects).
+        ValueError: a value that does not fit the dtype (as for ``variable``).
     """
     graph = get_current_context().graph
     if dtype is None and isinstance(data, np.ndarray) and data.dtype in (
@@ -142,7 +147,7 @@ def constant(
         # to_numpy copy and convert it like any array (it returns memmaps uncopied).
         data = np.asarray(data)
     host = to_numpy(data, dtype, downcast, copy=True, log2_scale=log2_scale,
-                    nan_on_overflow=nan_on_overflow)
+                    nan_on_overflow=nan_on_overflow, what=_what("constant", name))
     tensor_dtype = dtypes.dtype.as_dtype(host.dtype if dtype is None else dtype)
     host.flags.writeable = False
     const = graph._new_tensor(Constant, name, TensorSpec(host.shape, tensor_dtype))
@@ -193,6 +198,11 @@ def graph_output(t: Tensor) -> None:
     check_in_graph(graph, "t", t)
     graph._outputs.append(t)
     graph.ir._edited()
+
+
+def _what(factory: str, name: str | None) -> str:
+    """How error messages name the tensor being created."""
+    return f"popxl.{factory}(name={name!r})" if name else f"popxl.{factory}"
 
 
 def _check_memmap(data: np.memmap, dtype: dtypes.dtype | None, downcast: bool) -> None:

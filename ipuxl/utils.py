@@ -1,19 +1,26 @@
-"""Host data helpers (PopXL's ``popxl.utils``): ``to_numpy``, ``downcast_np_dtypes`` and
-``table_to_string``.
+"""Host data helpers (PopXL's ``popxl.utils``): ``to_numpy``, ``downcast_np_dtypes``,
+``table_to_string``, ``host_pow2scale_cast_to_fp8`` (from ``fp8_utils``) and PopXL's
+device-description helper ``_to_device_info``.
+
+``to_numpy`` never changes a value silently: data that does not fit the dtype it is
+converted to raises (see ``ipuxl.host_values``).
 
 Example:
     >>> to_numpy([1, 2, 3]).dtype  # Python ints are int64 in numpy, downcast to int32
     dtype('int32')
+    >>> _to_device_info("cpu")
+    DeviceInfo(device_type='cpu', num_ipus=1, use_popdist=False)
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ipuxl import dtypes
+from ipuxl import dtypes, host_values
 
 __all__ = ["to_numpy", "downcast_np_dtypes", "table_to_string"]
 
@@ -33,8 +40,15 @@ def to_numpy(
     copy: bool = True,
     log2_scale: int | None = None,
     nan_on_overflow: bool | None = None,
+    *,
+    what: str = "to_numpy",
 ) -> np.ndarray:
     """Convert host data (array, memmap, torch tensor, list or scalar) to a C-ordered array.
+
+    No value changes silently: an integer that does not fit the target dtype, NaN,
+    infinity or a fraction into an integer dtype, a finite float beyond the target's
+    range, or anything but 0/1 into bool raises ``ValueError`` (the int64 to int32 and
+    float64 to float32 downcasts included); floats are rounded to a narrower float type.
 
     Args:
         x: the data. Torch tensors are detached and moved to the CPU first.
@@ -45,15 +59,18 @@ def to_numpy(
         copy: if False, return ``x`` itself when it needs no conversion.
         log2_scale: float8 only: scale float data by ``2**log2_scale`` (default 0).
         nan_on_overflow: float8 only: NaN (default True) or saturate on overflow.
+        what: (ipuxl) what the data is for, named in error messages.
 
     Returns:
         The array. A valid ``np.memmap`` is returned as is, never copied.
 
     Raises:
         ValueError: ``x`` is a memmap and ``dtype`` differs from its dtype, it is not
-            C-contiguous and aligned, or its dtype would need a downcast.
-        TypeError: a float8 ``dtype`` is requested for data that is not float16/32/64 or
-            already of that float8 format.
+            C-contiguous and aligned, or its dtype would need a downcast; or a value
+            would change in the conversion (see ``ipuxl.host_values.cast``).
+        TypeError: the data is not numbers (None, strings, objects), or a float8
+            ``dtype`` is requested for data that is not float16/32/64 or already of that
+            float8 format.
         RuntimeError: ``log2_scale`` or ``nan_on_overflow`` given for a non-float8 dtype.
     """
     if dtype is not None:
@@ -91,15 +108,21 @@ def to_numpy(
             True if nan_on_overflow is None else nan_on_overflow,
         )
 
+    host_values.check_numbers(array, what)
+    fix = ""
     if dtype is not None:
         target = dtype.as_numpy()
-    elif downcast:
-        target = downcast_np_dtypes.get(array.dtype, array.dtype)
+    elif downcast and array.dtype in downcast_np_dtypes:
+        target = downcast_np_dtypes[array.dtype]
+        fix = (f"Host data of {array.dtype} is downcast to {target} when no dtype is given: "
+               f"pass `dtype=popxl.{array.dtype}` or `downcast=False` to keep 64 bits.")
     else:
         target = array.dtype
+    if array.dtype != target:
+        return np.asarray(host_values.cast(array, target, what, fix), order="C")
     if copy:
-        return np.array(array, dtype=target, order="C", copy=True)
-    return np.asarray(array, dtype=target, order="C")
+        return np.array(array, order="C", copy=True)
+    return np.asarray(array, order="C")
 
 
 def _check_memmap(x: np.memmap, dtype: dtypes.dtype | None, downcast: bool) -> None:
@@ -161,3 +184,67 @@ def table_to_string(rows: Sequence[Sequence[Any]]) -> str:
 
     rule = "-+-".join("-" * width for width in widths)
     return "\n".join([line(cells[0]), rule, *(line(row) for row in cells[1:])])
+
+
+_DEVICE_TYPES = ("ipu_hw", "ipu_model", "cpu")
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """A description of the device a program runs on (PopXL returns ``popart.DeviceInfo``).
+
+    Attributes:
+        device_type: ``"ipu_hw"``, ``"ipu_model"`` or ``"cpu"``.
+        num_ipus: how many IPUs the program needs.
+        use_popdist: whether the device comes from a PopDist (multi-process) launch.
+    """
+
+    device_type: str
+    num_ipus: int
+    use_popdist: bool
+
+
+def _to_device_info(device_type: str, num_ipus: int = 1, use_popdist: bool = False
+                    ) -> DeviceInfo:
+    """Describe the device for ``device_type`` and ``num_ipus`` (PopXL's helper).
+
+    Nothing is acquired: ``"ipu_hw"`` is described like any other type (a Session refuses
+    it, as ipuxl has no IPU hardware backend).
+
+    Args:
+        device_type: ``"ipu_hw"``, ``"ipu_model"`` or ``"cpu"``.
+        num_ipus: how many IPUs (a power of two in PopXL's use; at least 1).
+        use_popdist: the device is shared with PopDist processes.
+
+    Returns:
+        The :class:`DeviceInfo`.
+
+    Raises:
+        ValueError: an unknown device type, ``num_ipus`` below 1, or a ``"cpu"`` device
+            with more than one IPU.
+        TypeError: ``num_ipus`` is not an integer.
+    """
+    num_ipus = host_values.index_argument("num_ipus", num_ipus)
+    if device_type not in _DEVICE_TYPES:
+        raise ValueError(
+            f"Incorrect device type provided: {device_type}, must be one of: `ipu_hw`, "
+            "`ipu_model`, `cpu`"
+        )
+    if num_ipus < 1:
+        raise ValueError(f"num_ipus must be at least 1, got {num_ipus}.")
+    if device_type == "cpu" and num_ipus > 1:
+        raise ValueError(
+            f"For a cpu device, multiple devices (provided: {num_ipus}) are not supported. "
+            "Use device_type='ipu_model' for programs on several IPUs or replicas."
+        )
+    return DeviceInfo(device_type, num_ipus, bool(use_popdist))
+
+
+def __getattr__(name: str) -> Any:
+    # PopXL's utils re-exports host_pow2scale_cast_to_fp8. fp8_utils imports to_numpy from
+    # this module, so the function is looked up on first use instead of imported above.
+    if name == "host_pow2scale_cast_to_fp8":
+        from ipuxl.fp8_utils import host_pow2scale_cast_to_fp8
+
+        return host_pow2scale_cast_to_fp8
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

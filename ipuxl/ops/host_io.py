@@ -32,12 +32,10 @@ __all__ = ["host_load", "host_store"]
 def _check_stream_in_current_ir(stream: HostToDeviceStream | DeviceToHostStream,
                                 factory: str) -> None:
     """Raise ``ValueError`` if ``stream`` was made while building another Ir."""
-    # A stream is a handle on a main-graph tensor of the Ir it was made in.
-    stream_ir = stream._stream_tensor.ir
     check_same_ir(
         get_current_context().graph,
         f"The stream `{stream.tensor_id}`",
-        stream_ir,
+        stream.ir,
         f"Streams cannot cross Irs: create the stream with `popxl.{factory}(shape, dtype)` "
         "while building this Ir.",
     )

@@ -1,8 +1,10 @@
 """Indexing ops: dynamic slices and updates, gathers, scatters, one-hot and ``init``.
 
-Index tensors are read at run time. Out-of-range indices are undefined in PopXL; ipuxl
-clamps them (``dynamic_slice``, ``gather``), drops the writes (``scatter``,
-``scatter_reduce``) or, where an op has ``zero_OOR``, gives zeros.
+Index tensors computed at run time may be out of range. That is undefined in PopXL;
+ipuxl clamps them (``dynamic_slice``, ``gather``), drops the writes (``scatter``,
+``scatter_reduce``) or, where an op has ``zero_OOR``, gives zeros. Indices known when the
+graph is built (a ``popxl.constant``, or a host array in ``t[array]``) are checked then:
+out of range, they raise ``IndexError`` instead of being clamped or dropped.
 
 Example:
     >>> import numpy as np, ipuxl as popxl, ipuxl.ops as ops
@@ -25,17 +27,19 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ipuxl import dtypes
+from ipuxl import dtypes, host_values
+from ipuxl.host_values import index_argument, index_arguments
 from ipuxl.op import OpDef, check_is_tensor
 from ipuxl.ops.type_rules import (
     INT_DTYPES,
     NUMERIC_DTYPES,
+    as_data_type,
     check_available_memory_proportion,
     normalize_axes,
     require_dtype,
 )
 from ipuxl.popart import popart_exception
-from ipuxl.tensor import Constant, Tensor, TensorSpec
+from ipuxl.tensor import Constant, Tensor, TensorSpec, checked_shape
 
 __all__ = [
     "dynamic_slice", "dynamic_update", "dynamic_update_", "gather", "tied_gather",
@@ -53,6 +57,33 @@ def _require_int_indices(op: str, indices: Tensor) -> None:
         )
 
 
+def _check_constant_indices(op: str, indices: Tensor, t: Tensor, axis: int, size: int
+                            ) -> None:
+    """Indices known when the graph is built must be in ``[-size, size)``.
+
+    Only indices computed at run time are clamped or dropped: a constant index out of
+    range is a mistake that can be reported now, with its position.
+
+    Raises:
+        IndexError: a constant index is out of range.
+    """
+    if not isinstance(indices, Constant):
+        return
+    data = np.asarray(indices._data)
+    bad = (data < -size) | (data >= size)
+    if not np.any(bad):
+        return
+    flat = int(np.flatnonzero(bad)[0])
+    position = tuple(int(i) for i in np.unravel_index(flat, data.shape))
+    where = f" at position {position[0] if len(position) == 1 else position}" if position else ""
+    raise IndexError(
+        f"{op}: index {data.reshape(-1)[flat]}{where} of the constant indices `{indices.id}` "
+        f"is out of bounds for axis {axis} of `{t.id}` {t.shape}, which has size {size}. "
+        f"Indices known when the graph is built must be in [{-size}, {size}) (only indices "
+        "computed at run time are clamped)."
+    )
+
+
 # ------------------------------------------------------------------ dynamic slice / update
 
 
@@ -66,8 +97,8 @@ def _dynamic_axes(op: str, t: Tensor, index: Tensor, axes: Iterable[int], sizes:
             f"{op}: the index `{index.id}` must be int32 or uint32, got {index.dtype.name}. "
             "Cast it with `ops.cast(index, popxl.int32)`."
         )
-    axes = [int(a) for a in axes]
-    sizes = tuple(int(s) for s in sizes)
+    axes = list(index_arguments("axes", axes, op))
+    sizes = index_arguments("sizes", sizes, op)
     normalized = []
     for axis in axes:
         if not -t.rank <= axis < t.rank:
@@ -89,6 +120,16 @@ def _dynamic_axes(op: str, t: Tensor, index: Tensor, axes: Iterable[int], sizes:
                 f"{op}: size {size} for axis {axis} must be in [1, {t.shape[axis]}] (the "
                 f"length of that axis of `{t.id}` {t.shape})."
             )
+    if isinstance(index, Constant):
+        for start, axis, size in zip(np.asarray(index._data).tolist(), normalized, sizes):
+            if not 0 <= start <= t.shape[axis] - size:
+                raise IndexError(
+                    f"{op}: the constant start {start} for axis {axis} (slice size {size}) "
+                    f"does not fit axis {axis} of `{t.id}` {t.shape}, which has size "
+                    f"{t.shape[axis]}: constant starts must be in [0, "
+                    f"{t.shape[axis] - size}] (only starts computed at run time are "
+                    "clamped)."
+                )
     return tuple(normalized), sizes
 
 
@@ -128,7 +169,8 @@ _DYNAMIC_SLICE = OpDef("dynamic_slice", infer=_dynamic_slice_rule, lower=_dynami
 def dynamic_slice(t: Tensor, index: Tensor, axes: list[int], sizes: list[int],
                   no_overlap: bool) -> Tensor:
     """``t[index_i : index_i + size_i]`` along each ``axes_i``; the starts are read at run
-    time. Starts that would run past the end are clamped (as ``lax.dynamic_slice`` does).
+    time. Starts that would run past the end are clamped (as ``lax.dynamic_slice`` does);
+    a constant ``index`` must fit, as it is known when the graph is built.
 
     Args:
         t: the tensor to slice.
@@ -141,9 +183,10 @@ def dynamic_slice(t: Tensor, index: Tensor, axes: list[int], sizes: list[int],
         A tensor whose ``axes_i`` have length ``sizes_i``.
 
     Raises:
-        TypeError: ``index`` is not int32 or uint32.
+        TypeError: ``index`` is not int32 or uint32, or an axis or size is not an integer.
         ValueError: the lengths of ``index``, ``axes`` and ``sizes`` differ, an axis is out
             of range or repeated, or a size is not in [1, axis length].
+        IndexError: a constant ``index`` has a start that does not fit.
     """
     axes, sizes = _dynamic_axes("dynamic_slice", t, index, axes, sizes)
     return _DYNAMIC_SLICE.apply({"t": t, "index": index}, axes=axes, sizes=sizes,
@@ -201,9 +244,10 @@ def dynamic_update(t: Tensor, index: Tensor, t_update: Tensor, axes: list[int],
         A new tensor.
 
     Raises:
-        TypeError: ``index`` is not int32 or uint32.
+        TypeError: ``index`` is not int32 or uint32, or an axis or size is not an integer.
         ValueError: mismatched lengths, bad axes or sizes, or ``t_update`` has the wrong
             shape.
+        IndexError: a constant ``index`` has a start that does not fit.
         popart_exception: ``t_update``'s dtype is not ``t``'s.
     """
     return _dynamic_update_apply(_DYNAMIC_UPDATE, t, index, t_update, axes, sizes, no_overlap)
@@ -267,7 +311,9 @@ def _gather_apply(opdef: OpDef, t: Tensor, indices: Tensor, axis: int,
     check_is_tensor("indices", indices)
     _require_int_indices(opdef.name, indices)
     check_available_memory_proportion(opdef.name, available_memory_proportion)
-    (axis,) = normalize_axes(opdef.name, axis, t.rank)
+    (axis,) = normalize_axes(opdef.name, index_argument("axis", axis, opdef.name), t.rank)
+    if not zero_OOR:
+        _check_constant_indices(opdef.name, indices, t, axis, t.shape[axis])
     return opdef.apply({"t": t, "indices": indices}, axis=axis,
                        zero_OOR=builtins.bool(zero_OOR))[0]
 
@@ -279,7 +325,9 @@ def gather(t: Tensor, indices: Tensor, axis: int = 0,
 
     The result has shape ``t.shape[:axis] + indices.shape + t.shape[axis+1:]``. Indices in
     ``[-n, n)`` are valid (negatives count from the end); others give zeros when
-    ``zero_OOR`` is set and are clamped into range otherwise (PopXL leaves them undefined).
+    ``zero_OOR`` is set. Otherwise, indices computed at run time are clamped into range
+    (PopXL leaves them undefined), and constant indices, known when the graph is built,
+    raise ``IndexError``.
 
     Args:
         t: the tensor to gather from.
@@ -292,8 +340,9 @@ def gather(t: Tensor, indices: Tensor, axis: int = 0,
         A new tensor of ``t``'s dtype.
 
     Raises:
-        TypeError: ``indices`` is not an integer tensor.
+        TypeError: ``indices`` is not an integer tensor, or ``axis`` is not an integer.
         ValueError: ``axis`` is out of range.
+        IndexError: constant ``indices`` out of range (without ``zero_OOR``).
     """
     return _gather_apply(_GATHER, t, indices, axis, available_memory_proportion, zero_OOR)
 
@@ -341,17 +390,21 @@ def groupedgather(t: Tensor, indices: Tensor, axis: int = 0, group_size: int = 1
         A tensor of shape ``t.shape[:axis] + indices.shape[1:] + t.shape[axis+1:]``.
 
     Raises:
-        TypeError: ``indices`` is not an integer tensor.
+        TypeError: ``indices`` is not an integer tensor, or ``axis`` or ``group_size`` is
+            not an integer.
         ValueError: ``axis`` is 0 or out of range, or a group dimension is not
             ``group_size`` long.
+        IndexError: constant ``indices`` out of range (without ``zero_OOR``).
     """
+    group_size = index_argument("group_size", group_size, "groupedgather")
     if group_size == 1:
         return gather(t, indices, axis, available_memory_proportion, zero_OOR)
     check_is_tensor("t", t)
     check_is_tensor("indices", indices)
     _require_int_indices("groupedgather", indices)
     check_available_memory_proportion("groupedgather", available_memory_proportion)
-    (axis,) = normalize_axes("groupedgather", axis, t.rank)
+    (axis,) = normalize_axes("groupedgather", index_argument("axis", axis, "groupedgather"),
+                             t.rank)
     if axis == 0:
         raise ValueError(
             "groupedgather: axis 0 is the group dimension; gather along an axis >= 1."
@@ -361,8 +414,10 @@ def groupedgather(t: Tensor, indices: Tensor, axis: int = 0, group_size: int = 1
             f"groupedgather: `t` {t.shape} and `indices` {indices.shape} must both have "
             f"group_size={group_size} as their first dimension."
         )
+    if not zero_OOR:
+        _check_constant_indices("groupedgather", indices, t, axis, t.shape[axis])
     return _GROUPED_GATHER.apply({"t": t, "indices": indices}, axis=axis,
-                                 group_size=int(group_size),
+                                 group_size=group_size,
                                  zero_OOR=builtins.bool(zero_OOR))[0]
 
 
@@ -421,18 +476,20 @@ def scatter(t: Tensor, indices: Tensor, values: Tensor, axis: int = 0,
 
     Returns:
         A new tensor of ``t``'s shape and dtype. Where indices repeat, one of the values
-        wins; out-of-range indices write nothing.
+        wins; out-of-range indices computed at run time write nothing.
 
     Raises:
-        TypeError: ``indices`` is not an integer tensor.
+        TypeError: ``indices`` is not an integer tensor, or ``axis`` is not an integer.
         ValueError: mismatched shapes or ranks, or ``axis`` out of range.
+        IndexError: constant ``indices`` out of range.
         popart_exception: ``values``' dtype is not ``t``'s.
     """
     check_is_tensor("t", t)
     check_is_tensor("indices", indices)
     _require_int_indices("scatter", indices)
     check_available_memory_proportion("scatter", available_memory_proportion)
-    (axis,) = normalize_axes("scatter", axis, t.rank)
+    (axis,) = normalize_axes("scatter", index_argument("axis", axis, "scatter"), t.rank)
+    _check_constant_indices("scatter", indices, t, axis, t.shape[axis])
     return _SCATTER.apply({"t": t, "indices": indices, "values": values}, axis=axis)[0]
 
 
@@ -554,7 +611,9 @@ def scatter_reduce(
     Raises:
         ValueError: an unknown reduction, neither ``initial_values`` nor ``axis_size``
             given, or mismatched shapes.
-        TypeError: ``indices`` is not an integer tensor.
+        TypeError: ``indices`` is not an integer tensor, or ``axis`` or ``axis_size`` is not
+            an integer.
+        IndexError: constant ``indices`` out of range for ``axis_size``.
         popart_exception: ``data``'s dtype is not numeric, or ``initial_values`` has
             another dtype.
     """
@@ -571,7 +630,8 @@ def scatter_reduce(
     check_is_tensor("indices", indices)
     _require_int_indices("scatter_reduce", indices)
     check_available_memory_proportion("scatter_reduce", available_memory_proportion)
-    (axis,) = normalize_axes("scatter_reduce", axis, data.rank)
+    (axis,) = normalize_axes("scatter_reduce", index_argument("axis", axis, "scatter_reduce"),
+                             data.rank)
     inputs = {"data": data, "indices": indices}
     if initial_values is not None:
         check_is_tensor("initial_values", initial_values)
@@ -583,11 +643,13 @@ def scatter_reduce(
                 )
             axis_size = initial_values.shape[axis]
         inputs["initial_values"] = initial_values
-    if int(axis_size) < 1:
+    axis_size = index_argument("axis_size", axis_size, "scatter_reduce")
+    if axis_size < 1:
         raise ValueError(f"scatter_reduce: axis_size must be at least 1, got {axis_size}.")
     broadcast = _check_index_broadcast(data, indices, axis, builtins.bool(enable_index_broadcast))
+    _check_constant_indices("scatter_reduce", indices, data, axis, axis_size)
     return _SCATTER_REDUCE.apply(inputs, reduction=reduction, axis=axis,
-                                 axis_size=int(axis_size), broadcast_indices=broadcast)[0]
+                                 axis_size=axis_size, broadcast_indices=broadcast)[0]
 
 
 # ------------------------------------------------------------------ onehot
@@ -631,8 +693,9 @@ def onehot(t: Tensor, num_classes: Tensor, values: Tensor, axis: int) -> Tensor:
         A tensor of rank ``t.rank + 1``.
 
     Raises:
-        ValueError: ``num_classes`` is not a constant one-element tensor, is below 1, or
-            ``values`` is not of shape (2,), or ``axis`` is out of range.
+        TypeError: ``axis`` is not an integer.
+        ValueError: ``num_classes`` is not a constant one-element tensor, is below 1 or not
+            a whole number, or ``values`` is not of shape (2,), or ``axis`` is out of range.
     """
     check_is_tensor("t", t)
     check_is_tensor("num_classes", num_classes)
@@ -641,16 +704,18 @@ def onehot(t: Tensor, num_classes: Tensor, values: Tensor, axis: int) -> Tensor:
             f"onehot: `num_classes` must be a constant one-element tensor (the output's shape "
             f"depends on it), got {num_classes!r}. Create it with `popxl.constant(n)`."
         )
-    depth = int(np.asarray(num_classes._data).reshape(-1)[0])
+    depth = int(host_values.cast(np.asarray(num_classes._data).reshape(-1)[:1],
+                                 np.dtype(np.int64), "onehot: num_classes")[0])
     if depth < 1:
         raise ValueError(f"onehot: num_classes must be at least 1, got {depth}.")
+    axis = index_argument("axis", axis, "onehot")
     if not -t.rank - 1 <= axis <= t.rank:
         raise ValueError(
             f"onehot: axis {axis} is out of range for an output of rank {t.rank + 1}; use an "
             f"axis in [{-t.rank - 1}, {t.rank}]."
         )
     return _ONEHOT.apply({"t": t, "num_classes": num_classes, "values": values},
-                         axis=int(axis) % (t.rank + 1), depth=depth)[0]
+                         axis=axis % (t.rank + 1), depth=depth)[0]
 
 
 # ------------------------------------------------------------------ init
@@ -686,14 +751,15 @@ def init(shape: Iterable[int], dtype: dtypes.dtype, name: str | None = None,
         A new tensor.
 
     Raises:
-        ValueError: an unknown ``init_type``.
+        TypeError: ``dtype`` is not a dtype (popxl, NumPy or a name such as
+            ``"float32"``), or a dimension is not an integer.
+        ValueError: an unknown ``init_type``, or a negative dimension.
     """
     if init_type not in _INIT_TYPES:
         raise ValueError(f"Unknown init_type: {init_type!r}. Use one of {list(_INIT_TYPES)}.")
-    if not isinstance(dtype, dtypes.dtype):
-        raise TypeError(f"init: dtype must be a popxl dtype such as popxl.float32, got {dtype!r}.")
+    dtype = as_data_type("init", "dtype", dtype)
     return _INIT.apply(
-        {}, names=[name], shape=tuple(int(d) for d in shape), dtype=dtype, init_type=init_type,
-        meta_shape=tuple(int(d) for d in meta_shape) if meta_shape else (),
+        {}, names=[name], shape=checked_shape(shape, dtype), dtype=dtype, init_type=init_type,
+        meta_shape=checked_shape(meta_shape, dtype, "meta_shape") if meta_shape else (),
     )[0]
 

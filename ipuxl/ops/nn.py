@@ -32,6 +32,7 @@ import numpy as np
 from jax import lax
 
 from ipuxl import dtypes
+from ipuxl.host_values import index_argument
 from ipuxl.op import OpDef, check_is_tensor
 from ipuxl.ops.type_rules import FLOAT_DTYPES, normalize_axes, require_dtype
 from ipuxl.popart import popart_exception
@@ -60,12 +61,7 @@ def check_float(op: str, name: str, value: Any) -> float:
 
 
 def _check_axis(op: str, t: Tensor, axis: Any) -> int:
-    if isinstance(axis, (bool, np.bool_)) or not isinstance(axis, (int, np.integer)):
-        raise TypeError(
-            f"{op}: `axis` must be an int, got {type(axis).__name__}: {axis!r}. Give one axis "
-            "(negative values count from the end)."
-        )
-    (axis,) = normalize_axes(op, axis, t.rank)
+    (axis,) = normalize_axes(op, index_argument("axis", axis, op), t.rank)
     return axis
 
 
@@ -228,18 +224,14 @@ def group_norm(t: Tensor, weight: Tensor, bias: Tensor, num_groups: int, eps: fl
             ``num_groups`` is not a positive divisor of C.
         popart_exception: ``t`` is not a floating point tensor, or the dtypes differ.
     """
-    if isinstance(num_groups, (bool, np.bool_)) or not isinstance(num_groups, (int, np.integer)):
-        raise TypeError(
-            f"group_norm: `num_groups` must be an int, got {type(num_groups).__name__}: "
-            f"{num_groups!r}."
-        )
+    num_groups = index_argument("num_groups", num_groups, "group_norm")
     if num_groups < 1:
         raise ValueError(
             f"group_norm: `num_groups` must be at least 1, got {num_groups}. Use a positive "
             "divisor of the channel count (1 is layer_norm)."
         )
     return _GROUP_NORM.apply({"t": t, "weight": weight, "bias": bias},
-                             num_groups=int(num_groups), eps=check_float("group_norm", "eps", eps)
+                             num_groups=num_groups, eps=check_float("group_norm", "eps", eps)
                              )[0]
 
 

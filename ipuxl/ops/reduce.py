@@ -26,6 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ipuxl import dtypes
+from ipuxl.host_values import axes_argument, index_argument
 from ipuxl.op import OpDef, check_is_tensor
 from ipuxl.ops.type_rules import (
     FLOAT_DTYPES,
@@ -91,7 +92,7 @@ def _declare(name: str, allowed: tuple[dtypes.dtype, ...], what: str, lower: Cal
     def op(t: Tensor, axis: int | Iterable[int] | None = None, keepdims: bool = False
            ) -> Tensor:
         check_is_tensor("t", t)
-        axes = normalize_axes(name, axis, t.rank)
+        axes = normalize_axes(name, axes_argument("axis", axis, name), t.rank)
         return opdef.apply({"t": t}, axis=axes, keepdims=builtins.bool(keepdims))[0]
 
     op.__name__ = op.__qualname__ = name
@@ -135,6 +136,7 @@ Returns:
     A new tensor of ``t``'s dtype.
 
 Raises:
+    TypeError: an axis is not an integer (``1.0``, a string).
     ValueError: an axis is out of range.
     popart_exception: ``t``'s dtype is not supported.
 """
@@ -173,7 +175,7 @@ _ARGMIN = OpDef("argmin", infer=_arg_rule("argmin"), lower=lambda x, *, dim, kee
 
 def _arg_apply(opdef: OpDef, t: Tensor, dim: int, keepdim: bool) -> Tensor:
     check_is_tensor("t", t)
-    (dim,) = normalize_axes(opdef.name, dim, t.rank)
+    (dim,) = normalize_axes(opdef.name, index_argument("dim", dim, opdef.name), t.rank)
     return opdef.apply({"t": t}, dim=dim, keepdim=builtins.bool(keepdim))[0]
 
 
@@ -189,6 +191,7 @@ def argmax(t: Tensor, dim: int = 0, keepdim: bool = False) -> Tensor:
         An int32 tensor.
 
     Raises:
+        TypeError: ``dim`` is not an integer.
         ValueError: ``dim`` is out of range.
         popart_exception: ``t``'s dtype is not numeric.
     """
@@ -207,6 +210,7 @@ def argmin(t: Tensor, dim: int = 0, keepdim: bool = False) -> Tensor:
         An int32 tensor.
 
     Raises:
+        TypeError: ``dim`` is not an integer.
         ValueError: ``dim`` is out of range.
         popart_exception: ``t``'s dtype is not numeric.
     """
@@ -252,19 +256,21 @@ def topk(t: Tensor, k: int, axis: int, largest: bool, sorted: bool,
         ``(values, indices)``; the indices are int32.
 
     Raises:
+        TypeError: ``k`` or ``axis`` is not an integer.
         ValueError: ``k`` or ``axis`` is out of range.
         popart_exception: ``t``'s dtype is not numeric.
     """
     check_is_tensor("t", t)
     check_available_memory_proportion("topk", available_memory_proportion)
-    (axis,) = normalize_axes("topk", axis, t.rank)
+    (axis,) = normalize_axes("topk", index_argument("axis", axis, "topk"), t.rank)
     size = t.shape[axis] if t.rank else 1
-    if isinstance(k, builtins.bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= size:
+    k = index_argument("k", k, "topk")
+    if not 1 <= k <= size:
         raise ValueError(
             f"topk: k must be an int in [1, {size}] (the length of axis {axis} of `{t.id}` "
             f"{t.shape}), got {k!r}."
         )
-    values, indices = _TOPK.apply({"t": t}, k=int(k), axis=axis, largest=builtins.bool(largest),
+    values, indices = _TOPK.apply({"t": t}, k=k, axis=axis, largest=builtins.bool(largest),
                                   sorted=builtins.bool(sorted))
     return values, indices
 
@@ -296,11 +302,12 @@ def cumsum(t: Tensor, dim: int = 0) -> Tensor:
         A new tensor of ``t``'s shape and dtype.
 
     Raises:
+        TypeError: ``dim`` is not an integer.
         ValueError: ``dim`` is out of range.
         popart_exception: ``t``'s dtype is not numeric.
     """
     check_is_tensor("t", t)
-    (dim,) = normalize_axes("cumsum", dim, t.rank)
+    (dim,) = normalize_axes("cumsum", index_argument("dim", dim, "cumsum"), t.rank)
     return _CUMSUM.apply({"t": t}, dim=dim)[0]
 
 

@@ -26,6 +26,7 @@ from jax import lax
 
 from ipuxl import dtypes
 from ipuxl.context import get_current_context
+from ipuxl.host_values import index_argument
 from ipuxl.op import Op, OpDef
 from ipuxl.ops.call import (
     CALL,
@@ -48,6 +49,8 @@ __all__ = ["repeat", "repeat_with_info"]
 
 # Op inputs 0 and 1 are the trip count and the keep-going flag; user inputs follow.
 _USER_OFFSET = 2
+# The trip count is an int32 constant, as in PopXL.
+_MAX_COUNT = 2**31 - 1
 
 
 def _lower_repeat(lowering: GraphLowering, op: Op) -> None:
@@ -152,8 +155,9 @@ def repeat(graph: Graph, repeat_count: int, *inputs: Any,
         The N outputs of the last iteration, named with a ``__t<n>`` suffix.
 
     Raises:
-        ValueError: a negative count, more graph outputs than inputs, or inputs that do
-            not bind.
+        TypeError: ``repeat_count`` is not an integer (``2.5``, ``2.0``, None).
+        ValueError: a negative count or one beyond int32, more graph outputs than inputs,
+            or inputs that do not bind.
         popart_exception: a parent's or a carried output's type differs from its input's.
     """
     return repeat_with_info(graph, repeat_count, *inputs, inputs_dict=inputs_dict).outputs
@@ -164,9 +168,15 @@ def repeat_with_info(graph: Graph, repeat_count: int, *inputs: Any,
                      check_inputs: bool = True) -> CallSiteInfo:
     """Like ``repeat``, returning the :class:`CallSiteInfo` of the internal loop op (its
     ``called_graph`` is the wrapper graph; user inputs start at op input 2)."""
-    if int(repeat_count) < 0:
+    repeat_count = index_argument("repeat_count", repeat_count, "repeat")
+    if repeat_count < 0:
         raise ValueError(
             f"Repeat count must be >= 0, got {repeat_count}. Use 0 to skip the loop."
+        )
+    if repeat_count > _MAX_COUNT:
+        raise ValueError(
+            f"repeat: repeat_count {repeat_count} is beyond the int32 trip count of the loop "
+            f"(at most {_MAX_COUNT}). Nest two repeats for longer loops."
         )
     check_callable_graph(graph)
     if len(graph.inputs) < len(graph.outputs):
@@ -191,6 +201,6 @@ def repeat_with_info(graph: Graph, repeat_count: int, *inputs: Any,
     op_inputs = {"trip_count": count, "keep_going": keep_going}
     op_inputs.update({f"inputs[{i}]": t for i, t in enumerate(bound)})
     modified = tuple(i + _USER_OFFSET for i in by_ref_indices(graph))
-    op = REPEAT.create(op_inputs, graphs=(wrapper,), repeat_count=int(repeat_count),
+    op = REPEAT.create(op_inputs, graphs=(wrapper,), repeat_count=repeat_count,
                        modified=modified, output_offset=1)
     return CallSiteInfo(op)

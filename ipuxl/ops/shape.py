@@ -23,6 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ipuxl.host_values import axes_argument, index_argument, index_arguments
 from ipuxl.op import OpDef, check_is_tensor
 from ipuxl.ops.type_rules import normalize_axes
 from ipuxl.popart import popart_exception
@@ -37,7 +38,7 @@ __all__ = [
 
 
 def _resolve_shape(t: Tensor, shape: Iterable[int]) -> tuple[int, ...]:
-    shape = tuple(int(d) for d in shape)
+    shape = index_arguments("shape", shape, "reshape")
     if builtins.any(d == 0 or d < -1 for d in shape):
         raise ValueError(
             f"Invalid shape value in reshape. Must be '>0' or '-1'. Got {shape} for `{t.id}`."
@@ -79,6 +80,7 @@ def reshape(t: Tensor, shape: Iterable[int]) -> Tensor:
     """``t`` with a new shape; one entry may be -1 (inferred).
 
     Raises:
+        TypeError: an entry is not an integer.
         ValueError: an entry is 0 or below -1, several are -1, or the sizes do not match.
     """
     check_is_tensor("t", t)
@@ -107,12 +109,14 @@ def squeeze(t: Tensor, axes: int | Iterable[int] | None = None) -> Tensor:
     """Remove size-1 axes (all of them when ``axes`` is None); a reshape.
 
     Raises:
+        TypeError: an axis is not an integer.
         ValueError: duplicate axes, an axis beyond the rank, or an axis longer than 1.
     """
     check_is_tensor("t", t)
     if axes is None:
         return reshape(t, tuple(d for d in t.shape if d != 1) or ())
-    items = [axes] if isinstance(axes, (int, np.integer)) else [int(a) for a in axes]
+    items = axes_argument("axes", axes, "squeeze")
+    items = [items] if isinstance(items, int) else list(items)
     normalized = []
     for axis in items:
         if not -t.rank <= axis < t.rank:
@@ -153,7 +157,8 @@ def _permutation(t: Tensor, permutation: Iterable[int] | None) -> tuple[int, ...
     check_is_tensor("t", t)
     if permutation is None:
         return tuple(reversed(range(t.rank)))
-    perm = tuple(int(p) % t.rank if t.rank else int(p) for p in permutation)
+    given = index_arguments("permutation", permutation, "transpose")
+    perm = tuple(p % t.rank if t.rank and -t.rank <= p < t.rank else p for p in given)
     if sorted(perm) != list(range(t.rank)):
         raise ValueError(
             f"transpose: {tuple(permutation)} is not a permutation of the {t.rank} axes of "
@@ -163,7 +168,13 @@ def _permutation(t: Tensor, permutation: Iterable[int] | None) -> tuple[int, ...
 
 
 def transpose(t: Tensor, permutation: Iterable[int] | None = None) -> Tensor:
-    """Permute the axes (reverse them when ``permutation`` is None)."""
+    """Permute the axes (reverse them when ``permutation`` is None; negative entries count
+    from the end).
+
+    Raises:
+        TypeError: an entry is not an integer.
+        ValueError: ``permutation`` is not a permutation of the axes.
+    """
     return _TRANSPOSE.apply({"t": t}, permutation=_permutation(t, permutation))[0]
 
 
@@ -212,14 +223,14 @@ def _concat_inputs(ts: Iterable[Tensor], axis: int) -> tuple[dict[str, Tensor], 
     if not ts:
         raise ValueError("concat needs at least one tensor.")
     return {f"ts[{i}]": t for i, t in enumerate(ts)}, normalize_axes(
-        "concat", axis, getattr(ts[0], "rank", 1))[0]
+        "concat", index_argument("axis", axis, "concat"), getattr(ts[0], "rank", 1))[0]
 
 
 def concat(ts: Iterable[Tensor], axis: int = 0) -> Tensor:
     """Concatenate tensors of one dtype along ``axis``.
 
     Raises:
-        TypeError: the dtypes differ.
+        TypeError: the dtypes differ, or ``axis`` is not an integer.
     """
     inputs, axis = _concat_inputs(ts, axis)
     return _CONCAT.apply(inputs, axis=axis)[0]
@@ -253,19 +264,24 @@ def split(t: Tensor, splits: int | list[int], axis: int = 0) -> list[Tensor]:
     """Split ``t`` along ``axis`` into ``splits`` equal parts, or parts of the given sizes.
 
     Raises:
-        ValueError: an int ``splits`` does not divide the axis, or the sizes do not sum to it.
+        TypeError: ``splits`` or ``axis`` is not an integer (or a list of them).
+        ValueError: an int ``splits`` does not divide the axis, or the sizes are negative or
+            do not sum to it.
     """
     check_is_tensor("t", t)
-    (axis,) = normalize_axes("split", axis, t.rank)
+    (axis,) = normalize_axes("split", index_argument("axis", axis, "split"), t.rank)
     length = t.shape[axis]
-    if isinstance(splits, (int, np.integer)):
+    splits = axes_argument("splits", splits, "split")
+    if isinstance(splits, int):
         if splits <= 0 or length % splits:
             raise ValueError(
                 f"Split {splits} does not equally divide tensor axis {axis} of length {length}."
             )
-        sizes = (length // int(splits),) * int(splits)
+        sizes = (length // splits,) * splits
     else:
-        sizes = tuple(int(s) for s in splits)
+        sizes = splits
+        if builtins.any(size < 0 for size in sizes):
+            raise ValueError(f"split sizes must not be negative, got {sizes}.")
         if builtins.sum(sizes) != length:
             raise ValueError(
                 f"split sizes {sizes} sum to {builtins.sum(sizes)}, but axis {axis} of "
@@ -292,15 +308,23 @@ _SLICE_ = OpDef("slice_", infer=_index_rule, lower=lambda x, *, index: x[index],
 _SUBSAMPLE = OpDef("subsample", infer=_index_rule, lower=lambda x, *, index: x[index])
 
 
-def _as_list(value: Any) -> list | None:
+def _as_list(name: str, value: Any) -> list[int | None] | None:
+    """One slice argument as a list of ints; start and stop entries may be None (open)."""
     if value is None:
         return None
-    return [value] if isinstance(value, (int, np.integer)) else list(value)
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable) or (
+            isinstance(value, np.ndarray) and value.ndim == 0):
+        return [index_argument(name, value, "slice")]
+    open_ended = name in ("start", "stop")
+    return [None if item is None and open_ended
+            else index_argument(f"{name}[{i}]", item, "slice")
+            for i, item in enumerate(value)]
 
 
 def _slice_index(t: Tensor, start: Any, stop: Any, step: Any, axis: Any) -> tuple | None:
     check_is_tensor("t", t)
-    starts, stops, steps, axes = (_as_list(v) for v in (start, stop, step, axis))
+    starts, stops, steps, axes = (_as_list(name, v) for name, v in (
+        ("start", start), ("stop", stop), ("step", step), ("axis", axis)))
     given = [v for v in (starts, stops, steps) if v is not None]
     if not given:
         return None
@@ -310,7 +334,10 @@ def _slice_index(t: Tensor, start: Any, stop: Any, step: Any, axis: Any) -> tupl
             "All inputs must have same length: start, stop, step and axis each give one "
             f"entry per sliced axis. Got start={start}, stop={stop}, step={step}, axis={axis}."
         )
-    axes = [int(a) % t.rank for a in axes] if axes is not None else list(range(count))
+    if axes is not None:
+        axes = [normalize_axes("slice", a, t.rank)[0] for a in axes]
+    else:
+        axes = list(range(count))
     index = [builtins.slice(None)] * t.rank
     for i, axis_i in enumerate(axes):
         step_i = steps[i] if steps is not None else 1
@@ -336,10 +363,12 @@ def slice(
     """``t[start:stop:step]`` along each of ``axis`` (default the first axes).
 
     Steps are 1 or -1. With step -1 and no stop the slice runs down to index 0 inclusive.
-    With start, stop and step all None this returns ``t`` itself.
+    With start, stop and step all None this returns ``t`` itself. Starts and stops beyond
+    an axis are clamped to it, as in numpy.
 
     Raises:
-        ValueError: the lists have different lengths.
+        TypeError: a start, stop, step or axis is not an integer.
+        ValueError: the lists have different lengths, or an axis is out of range.
     """
     index = _slice_index(t, start, stop, step, axis)
     if index is None:
@@ -365,11 +394,12 @@ def subsample(t: Tensor, strides: int | Iterable[int]) -> Tensor:
     """Every k-th element along each axis; missing trailing strides are 1.
 
     Raises:
+        TypeError: a stride is not an integer.
         ValueError: more strides than axes, or a stride below 1.
     """
     check_is_tensor("t", t)
-    strides = [int(strides)] if isinstance(strides, (int, np.integer)) else [
-        int(s) for s in strides]
+    strides = axes_argument("strides", strides, "subsample")
+    strides = [strides] if isinstance(strides, int) else list(strides)
     if len(strides) > t.rank:
         raise ValueError(
             f"subsample got {len(strides)} strides for `{t.id}` of rank {t.rank}: give at "

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from ipuxl import dtypes
+from ipuxl.host_values import axes_argument
 from ipuxl.popart import popart_exception
 from ipuxl.tensor import Tensor, TensorSpec
 
@@ -184,14 +185,15 @@ def normalize_axes(op: str, axes: int | Iterable[int] | None, rank: int) -> tupl
     """Axes as sorted non-negative ints; ``None`` means every axis.
 
     Raises:
+        TypeError: an axis is not an integer.
         ValueError: an axis is out of range for ``rank``.
     """
     if axes is None:
         return tuple(range(rank))
-    items = (axes,) if isinstance(axes, (int, np.integer)) else tuple(axes)
+    axes = axes_argument("axis", axes, op)
+    items = (axes,) if isinstance(axes, int) else axes
     result = []
     for axis in items:
-        axis = int(axis)
         if not -rank <= axis < rank:
             valid = f"use an axis in [{-rank}, {rank - 1}]" if rank else "a scalar has no axes"
             raise ValueError(

@@ -270,7 +270,7 @@ def sparse_accumulate_(
     check_is_tensor("t", t)
     if W is not None:
         check_in_graph(get_current_context().graph, "W", W)
-    (axis,) = normalize_axes("sparse_accumulate_", int(axis), t.rank)
+    (axis,) = normalize_axes("sparse_accumulate_", axis, t.rank)
     scalar_inputs, attrs = _split_scalars({"f": 1.0 if f is None else f})
     return _SPARSE_ACCUMULATE.apply({"t": t, "X": X, "indices": indices, **scalar_inputs},
                                     axis=axis, **attrs)[0]
