@@ -26,6 +26,7 @@ __all__ = [
     "interleaved_medians",
     "paired_ratio",
     "peak_rss_mib",
+    "current_rss_mib",
     "format_seconds",
 ]
 
@@ -94,6 +95,19 @@ def peak_rss_mib() -> float:
         pass
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak / 2**20 if sys.platform == "darwin" else peak / 1024
+
+
+def current_rss_mib() -> float:
+    """This process's resident memory now, in MiB (``VmRSS``; the peak where there is no
+    ``/proc``)."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return peak_rss_mib()
 
 
 def format_seconds(seconds: float) -> str:

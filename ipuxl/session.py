@@ -33,7 +33,7 @@ import os
 import sys
 import threading
 import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,6 +81,11 @@ class Session:
             IPU, on JAX's default device) or ``"ipu_hw"`` (not available in ipuxl).
         weights_to_host_on_exit: copy the weights to the host when the outermost
             ``with session:`` block exits normally.
+        donate_variables: (ipuxl only) let XLA update the variables in place, which saves
+            a copy of the state per run (a few percent of a large optimiser step) but
+            gives up the all-or-nothing guarantee: a run that fails after starting puts the
+            variables back to their last host copy (the error says which updates were
+            lost). Off by default.
 
     Raises:
         TypeError: ``ir`` is not an Ir.
@@ -92,7 +97,8 @@ class Session:
     A build that fails leaves ``ir`` as it was: it can still be edited and built again.
     """
 
-    def __init__(self, ir: Ir, device_desc: str = "cpu", weights_to_host_on_exit: bool = True):
+    def __init__(self, ir: Ir, device_desc: str = "cpu", weights_to_host_on_exit: bool = True,
+                 *, donate_variables: bool = False):
         if not isinstance(ir, Ir):
             hint = ("Pass the Ir the graph belongs to: `Session(graph.ir, ...)`."
                     if hasattr(ir, "ir") and isinstance(getattr(ir, "ir", None), Ir)
@@ -102,8 +108,9 @@ class Session:
                 + hint
             )
         device_desc = os.environ.get("POPXL_OFFLINE_DEVICE") or device_desc
-        self._lock = threading.RLock()
+        self._lock = threading.Lock()
         self._ir = ir
+        self._donate = bool(donate_variables)
         self.weights_to_host_on_exit = weights_to_host_on_exit and not ir._read_only_memmap
         if weights_to_host_on_exit and ir._read_only_memmap:
             _LOGGER.info(
@@ -153,6 +160,7 @@ class Session:
         self._attach_stack: list[bool] = []
         self._attached = False
         self._warned_edit = False
+        self._lost_updates = False
         self.transfers = TransferCounts()
 
     # ----------------------------------------------------------------- compile
@@ -176,7 +184,7 @@ class Session:
         is not donated: a failed run must leave it intact. Executables are shared between
         Sessions of identical Irs.
         """
-        key = (fingerprint(self._ir, self._device_desc), str(self._device))
+        key = (fingerprint(self._ir, self._device_desc), str(self._device), self._donate)
         return _EXECUTABLES.get_or_build(key, self._build_executable)
 
     def _build_executable(self) -> tuple[Any, tuple, tuple[int, ...]]:
@@ -204,7 +212,8 @@ class Session:
                        for layout in self._input_layouts]
         specs = [jax.ShapeDtypeStruct(spec.shape, spec.dtype, sharding=sharding)
                  for spec in (*state_specs, *constant_specs, *input_specs)]
-        jitted = jax.jit(flat_step, keep_unused=True)
+        donated = tuple(range(state_count)) if self._donate else ()
+        jitted = jax.jit(flat_step, donate_argnums=donated, keep_unused=True)
         def trace_and_compile() -> Any:
             with self._x64():
                 return jitted.lower(*specs).compile()
@@ -231,6 +240,8 @@ class Session:
         return set(self._expected_inputs)  # type: ignore[return-value]
 
     # ----------------------------------------------------------------- attach
+    # The lock is a plain (non-reentrant) Lock, the cheapest there is: public methods take
+    # it once and call the unlocked ``_``-methods below.
     def __enter__(self) -> Session:
         with self._lock:
             attaching = not self._attached
@@ -238,28 +249,31 @@ class Session:
             if attaching:
                 try:
                     self._attached = True
-                    self.weights_from_host()
+                    self._weights_from_host()
                 except BaseException:
-                    self.__exit__(*sys.exc_info())
+                    self._exit(*sys.exc_info())
                     raise
             return self
 
     def __exit__(self, exc_type: Any, exc: Any, traceback: Any) -> None:
         with self._lock:
-            if not self._attach_stack:
-                raise RuntimeError(
-                    "Session.__exit__ was called without a matching __enter__: the session "
-                    "is not inside a `with session:` block. Use `with session: ...` rather "
-                    "than calling __enter__/__exit__ by hand."
-                )
-            attached_here = self._attach_stack.pop()
-            if not attached_here:
-                return
-            try:
-                if exc_type is None and self.weights_to_host_on_exit:
-                    self.weights_to_host()
-            finally:
-                self._attached = False
+            self._exit(exc_type)
+
+    def _exit(self, exc_type: Any, *_: Any) -> None:
+        if not self._attach_stack:
+            raise RuntimeError(
+                "Session.__exit__ was called without a matching __enter__: the session is "
+                "not inside a `with session:` block. Use `with session: ...` rather than "
+                "calling __enter__/__exit__ by hand."
+            )
+        attached_here = self._attach_stack.pop()
+        if not attached_here:
+            return
+        try:
+            if exc_type is None and self.weights_to_host_on_exit:
+                self._weights_to_host()
+        finally:
+            self._attached = False
 
     def _check_attached(self) -> None:
         if not self._attached:
@@ -269,35 +283,41 @@ class Session:
     def weights_from_host(self) -> None:
         """Copy every host weight to the device."""
         with self._lock:
-            self._check_attached()
-            self._device_state = self._to_device(
-                [self._host_weights[v] for v in self._program.variables])
-            self.transfers.weights_from_host += 1
+            self._weights_from_host()
+
+    def _weights_from_host(self) -> None:
+        self._check_attached()
+        self._device_state = self._to_device(
+            [self._host_weights[v] for v in self._program.variables])
+        self.transfers.weights_from_host += 1
 
     def weights_to_host(self) -> None:
         """Copy every device weight to the host (and flush memory-mapped variables)."""
+        with self._lock:
+            self._weights_to_host()
+
+    def _weights_to_host(self) -> None:
         if self._ir._read_only_memmap:
             raise Exception(
                 "Writing data from device to host is not possible as the `ir` contains a "
                 "read-only memmap."
             )
-        with self._lock:
-            self._check_attached()
-            assert self._device_state is not None
-            for var, value in zip(self._program.variables, self._device_state):
-                # On the CPU this is a read-only view of the device buffer, not a copy: the
-                # state is never donated, so the buffer stays valid while the view lives.
-                host = np.asarray(value)
-                if var.dtype.is_float8:
-                    host = float8_from_device(host, var.dtype)
-                current = self._host_weights[var]
-                if isinstance(current, np.memmap):
-                    np.copyto(current, host.reshape(current.shape))
-                    current.flush()
-                else:
-                    self._host_weights[var] = host.reshape(var.shape_on_host)
-            self._host_in_sync = True
-            self.transfers.weights_to_host += 1
+        self._check_attached()
+        assert self._device_state is not None
+        for var, value in zip(self._program.variables, self._device_state):
+            # On the CPU this is a read-only view of the device buffer, not a copy (a
+            # buffer that is not donated stays valid while the view lives).
+            host = np.array(value) if self._donate else np.asarray(value)
+            if var.dtype.is_float8:
+                host = float8_from_device(host, var.dtype)
+            current = self._host_weights[var]
+            if isinstance(current, np.memmap):
+                np.copyto(current, host.reshape(current.shape))
+                current.flush()
+            else:
+                self._host_weights[var] = host.reshape(var.shape_on_host)
+        self._host_in_sync = True
+        self.transfers.weights_to_host += 1
 
     # ----------------------------------------------------------------- run
     def create_host_outputs(self) -> dict[Any, np.ndarray]:
@@ -328,17 +348,7 @@ class Session:
         with self._lock:
             self._check_attached()
             self._warn_if_edited()
-            # Allocated before the run, so a run is never lost for want of host memory.
-            outputs = {
-                layout.stream: (np.empty if written is not None and len(written) == layout.slots
-                                else np.zeros)(layout.host_shape, layout.host_dtype)
-                for layout, written in self._output_layouts
-            }
-            results = self._execute(inputs, None, downcast_inputs)
-            for (layout, written), (result, mask) in zip(self._output_layouts, results):
-                host_buffers.write_slots(layout, result, outputs[layout.stream],
-                                         written if mask is None else mask)
-        return outputs
+            return self._execute(inputs, None, downcast_inputs)
 
     def run_with_outputs(self, inputs: Mapping[Any, Any] | None = None,
                          outputs: Mapping[Any, np.ndarray] | None = None,
@@ -361,22 +371,17 @@ class Session:
         with self._lock:
             self._check_attached()
             self._warn_if_edited()
-            results = self._execute(inputs, outputs, downcast_inputs)
-            for (layout, written), (result, mask) in zip(self._output_layouts, results):
-                host_buffers.write_slots(layout, result, outputs[layout.stream],
-                                         written if mask is None else mask)
+            self._execute(inputs, outputs, downcast_inputs)
 
     def _execute(self, inputs: Mapping[Any, Any] | None,
                  outputs: Mapping[Any, np.ndarray] | None,
-                 downcast_inputs: bool) -> list[tuple[np.ndarray, np.ndarray | None]]:
-        """Check the arrays, run the executable once and return, per output stream, its
-        ``[slots, ...]`` host result and the run-time mask of slots written (or None).
+                 downcast_inputs: bool) -> dict[Any, np.ndarray]:
+        """Check the arrays, run the executable once, and put its results in host arrays:
+        new ones (returned) when ``outputs`` is None, else the caller's, checked before
+        the run.
 
-        The new device state is adopted only once everything succeeded.
-
-        Args:
-            outputs: the caller's output arrays, checked before the run; None when ``run``
-                makes its own.
+        All or nothing: the new device state is adopted last, once the results are on
+        the host, so a run that fails at any point changes no variable.
         """
         inputs = {} if inputs is None else inputs
         if not isinstance(inputs, Mapping):
@@ -416,36 +421,70 @@ class Session:
                     results = self._call(*state, *self._device_constants, *device_inputs)
             else:
                 results = self._call(*state, *self._device_constants, *device_inputs)
-            # Errors of the run surface here, not later inside a numpy conversion.
-            jax.block_until_ready(results)
-            updated_count = len(self._updated)
-            output_count = len(self._output_layouts)
-            outputs_ = results[updated_count:updated_count + output_count]
-            masks = iter(results[updated_count + output_count:])
-            host_results = [
-                (np.asarray(result), None if written is not None else np.asarray(next(masks)))
-                for (_, written), result in zip(self._output_layouts, outputs_)
-            ]
+            if results:
+                # The results of one run are ready together: errors of the run surface
+                # here, as an exception, not later as an abort inside a numpy conversion.
+                results[0].block_until_ready()
+            host_outputs = self._to_host_outputs(results, outputs)
         except BaseException as error:
+            if self._donate:
+                self._restore_donated_state(state)
             self._raise_failed_run(error)
-        if updated_count:
+        if self._updated:
             new_state = list(state)
             for index, value in zip(self._updated, results):
                 new_state[index] = value
             self._device_state = tuple(new_state)
         self._host_in_sync = False  # PopXL's rule: after any run, reads transfer once
-        return host_results
+        return host_outputs
+
+    def _to_host_outputs(self, results: Sequence[jax.Array],
+                         outputs: Mapping[Any, np.ndarray] | None) -> dict[Any, np.ndarray]:
+        """The output streams' results in host arrays: new ones, or the caller's."""
+        updated_count = len(self._updated)
+        output_count = len(self._output_layouts)
+        masks = iter(results[updated_count + output_count:])
+        host_outputs = {} if outputs is None else outputs
+        for (layout, written), result in zip(self._output_layouts,
+                                             results[updated_count:]):
+            result = np.asarray(result)
+            if outputs is None and written is not None and len(written) == layout.slots:
+                host_outputs[layout.stream] = host_buffers.output_array(layout, result)
+                continue
+            if written is None:  # only known at run time: the run returned a mask
+                written = np.asarray(next(masks))
+            if outputs is None:
+                host_outputs[layout.stream] = np.zeros(layout.host_shape, layout.host_dtype)
+            host_buffers.write_slots(layout, result, host_outputs[layout.stream], written)
+        return host_outputs
+
+    def _restore_donated_state(self, state: tuple[jax.Array, ...]) -> None:
+        """With ``donate_variables``: after a failed run that consumed the donated state,
+        put the host copy back on the device (it may be older than the last run)."""
+        if not any(a.is_deleted() for a in state):
+            self._lost_updates = False
+            return
+        self._lost_updates = not self._host_in_sync
+        self._weights_from_host()
+        self._host_in_sync = True
 
     def _raise_failed_run(self, error: BaseException) -> None:
         """Raise what a user should see after the run raised ``error``: the device state
-        was not replaced, so the variables keep the values of the last finished run."""
+        was not replaced, so the variables keep the values of the last finished run
+        (with ``donate_variables``, of the last host copy)."""
+        lost, self._lost_updates = self._lost_updates, False
+        kept = ("The variables keep their values from before the run (the last finished "
+                "run)." if not lost else
+                "The variables were donated to the run (donate_variables=True) and the host "
+                "copy was older than the last run, so they are back at their values of the "
+                "last `weights_to_host` (or `get_tensor_data`, or write): the updates of the "
+                "runs since then are lost.")
         interrupted = take_interrupt()
         if isinstance(error, KeyboardInterrupt):
             raise error
         if interrupted:
             raise KeyboardInterrupt(
-                "The run was interrupted (Ctrl-C during a host callback); the variables keep "
-                "the values of the last finished run."
+                f"The run was interrupted (Ctrl-C during a host callback). {kept}"
             ) from error
         if not isinstance(error, Exception):
             raise error  # SystemExit, GeneratorExit: not ours to translate
@@ -453,8 +492,7 @@ class Session:
         lines = str(error).strip().splitlines()
         reason = lines[-1] if lines else type(error).__name__
         raise poplar_application_runtime_error(
-            f"The program failed while running on the device: {reason}\n"
-            "The variables keep their values from before the run (the last finished run)."
+            f"The program failed while running on the device: {reason}\n{kept}"
         ) from error
 
     def _warn_if_edited(self) -> None:
@@ -490,7 +528,7 @@ class Session:
         with self._lock:
             if (any(isinstance(t, Variable) for t in tensors) and self._attached
                     and not self._host_in_sync):
-                self.weights_to_host()
+                self._weights_to_host()
             return {t: self._host_value(t) for t in tensors}
 
     def _check_known(self, tensor: Tensor) -> None:

@@ -227,7 +227,7 @@ def test_an_error_while_entering_leaves_the_session_detached(session, monkeypatc
     def failing_upload():
         raise OSError("device lost")
 
-    monkeypatch.setattr(session, "weights_from_host", failing_upload)
+    monkeypatch.setattr(session, "_weights_from_host", failing_upload)
     with pytest.raises(OSError, match="device lost"), session:
         pytest.fail("the body must not run")
     assert not session.is_attached and counts(session) == (0, 0)
@@ -673,3 +673,25 @@ def test_a_failing_executable_with_a_stale_host_copy_loses_no_update(
         # Not rolled back to the stale host copy: the values of the last finished run.
         np.testing.assert_array_equal(session.get_tensor_data(p.v), [3, 4])
         np.testing.assert_array_equal(session.run()[p.out], [4, 5])
+
+
+def test_donated_variables_after_a_failure_fall_back_to_the_host_copy(
+        failing_program, quiet_callback_errors):
+    p = failing_program
+    with popxl.Session(p.ir, "cpu", donate_variables=True) as session:
+        session.run()
+        session.run()  # device [3, 4], host copy still [1, 2]
+        _FAIL["now"] = True
+        with pytest.raises(popart.poplar_application_runtime_error,
+                           match="updates of the runs since then are lost"):
+            session.run()
+        _FAIL["now"] = False
+        np.testing.assert_array_equal(session.get_tensor_data(p.v), [1, 2])
+        np.testing.assert_array_equal(session.run()[p.out], [2, 3])
+        session.get_tensor_data(p.v)  # host copy current: nothing is lost on failure
+        _FAIL["now"] = True
+        with pytest.raises(popart.poplar_application_runtime_error,
+                           match="keep their values from before the run"):
+            session.run()
+        _FAIL["now"] = False
+        np.testing.assert_array_equal(session.get_tensor_data(p.v), [2, 3])
