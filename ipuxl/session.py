@@ -488,6 +488,10 @@ class Session:
             ) from error
         if not isinstance(error, Exception):
             raise error  # SystemExit, GeneratorExit: not ours to translate
+        if isinstance(error, MemoryError):  # the host arrays for the results
+            raise MemoryError(
+                f"The run's results do not fit in host memory: {error}\n{kept}"
+            ) from error
         # XLA puts the failing callback's traceback in the message: its last line says why.
         lines = str(error).strip().splitlines()
         reason = lines[-1] if lines else type(error).__name__

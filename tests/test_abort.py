@@ -7,6 +7,7 @@ test checks the exit status, the exception type and the message of each.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import textwrap
@@ -109,9 +110,6 @@ def outcomes() -> dict[str, tuple[str, str]]:
     ("huge_init", "ValueError", r"^The tensor shape \(1099511627776, 1099511627776\) has "
                                 r"1208925819614629174706176 elements"),
     ("huge_session", "MemoryError", r"^The program needs at least 256\.0 GiB of host memory"),
-    ("output_too_large", "poplar_application_runtime_error",
-     r"^The program failed while running on the device: RESOURCE_EXHAUSTED.*The variables "
-     r"keep their values from before the run"),
     ("negative_stream", "ValueError",
      r"^Tensor dimensions cannot be negative: dimension 0 of shape \(-2, 3\) is -2"),
     ("nesting_ok", "ok", "^$"),
@@ -119,8 +117,6 @@ def outcomes() -> dict[str, tuple[str, str]]:
      rf"nests subgraphs {MAX_NESTING_DEPTH + 1} levels deep .*at most {MAX_NESTING_DEPTH}"),
 ])
 def test_hostile_input_gives_a_python_exception(outcomes, name, kind, message):
-    import re
-
     assert name in outcomes, outcomes
     found_kind, found_message = outcomes[name]
     assert found_kind == kind, found_message
@@ -128,6 +124,18 @@ def test_hostile_input_gives_a_python_exception(outcomes, name, kind, message):
 
 
 def test_the_variable_survives_an_output_that_cannot_be_allocated(outcomes):
+    # XLA's allocation of the result, or the host array for it, fails: which one depends
+    # on how much address space the process already uses.
+    kind, message = outcomes["output_too_large"]
+    if kind == "MemoryError":
+        assert re.search(r"^The run's results do not fit in host memory: Unable to allocate "
+                         r"4\.00 GiB.*The variables keep their values from before the run",
+                         message), message
+    else:
+        assert kind == "poplar_application_runtime_error", message
+        assert re.search(r"^The program failed while running on the device: "
+                         r"RESOURCE_EXHAUSTED.*The variables keep their values from before "
+                         r"the run", message), message
     assert outcomes["variable"] == ("0.0", "")
     assert outcomes["nested"] == ("[1.0, 1.0]", "")
 
