@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Literal
 
+import numpy as np
+
 if TYPE_CHECKING:
     from ipuxl.execution_context import ExecutionContext
     from ipuxl.graph import Graph
@@ -167,7 +169,20 @@ gir = get_ir
 
 @contextlib.contextmanager
 def ipu(ipu: int) -> Iterator[int]:
-    """New ops are placed on virtual IPU ``ipu``."""
+    """New ops are placed on virtual IPU ``ipu``.
+
+    Raises:
+        TypeError: ``ipu`` is not an integer.
+        ValueError: ``ipu`` is negative.
+    """
+    if isinstance(ipu, (bool, np.bool_)) or not isinstance(ipu, (int, np.integer)):
+        raise TypeError(
+            f"popxl.ipu takes the index of a virtual IPU, an integer; got "
+            f"{type(ipu).__name__} {ipu!r}. Use for example `with popxl.ipu(1):`."
+        )
+    if ipu < 0:
+        raise ValueError(f"popxl.ipu: the IPU index must be 0 or more, got {ipu}.")
+    ipu = int(ipu)
     previous = _CONTEXT.ipu_id
     _CONTEXT.ipu_id = ipu
     try:
@@ -189,7 +204,16 @@ def io_tiles() -> Iterator[None]:
 
 @contextlib.contextmanager
 def name_scope(name: str) -> Iterator[list[str]]:
-    """Prefix the names of new tensors (and ops) with ``name/``. Scopes nest."""
+    """Prefix the names of new tensors (and ops) with ``name/``. Scopes nest.
+
+    Raises:
+        TypeError: ``name`` is not a string.
+    """
+    if not isinstance(name, str):
+        raise TypeError(
+            f"name_scope takes a string, got {type(name).__name__} {name!r}. Use for "
+            f"example `with popxl.name_scope('layer1'):`."
+        )
     _CONTEXT.name_scopes.append(name)
     try:
         yield list(_CONTEXT.name_scopes)

@@ -188,7 +188,16 @@ class Graph:
     def _new_tensor(
         self, cls: type, name: str | None, spec: TensorSpec, producer: Op | None = None
     ) -> Any:
-        """Create a tensor of class ``cls`` in this graph with a unique id."""
+        """Create a tensor of class ``cls`` in this graph with a unique id.
+
+        Raises:
+            TypeError: ``name`` is not a string (or None).
+        """
+        if name is not None and not isinstance(name, str):
+            raise TypeError(
+                f"A tensor name must be a string, got {type(name).__name__} {name!r}. Pass "
+                f"for example `name={str(name)!r}`."
+            )
         tensor = cls._create(self, self._unique_id(name), spec, producer)
         self._tensors[tensor.id] = tensor
         self._ir._edited()

@@ -16,6 +16,8 @@ import os
 import weakref
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from ipuxl.graph import Graph
 
 if TYPE_CHECKING:
@@ -230,8 +232,18 @@ class Ir:
 
 
 def _at_least_one(name: str, value: Any) -> int:
-    """``value`` as an int; a ``ValueError`` naming ``name`` if it is below 1."""
-    if int(value) != value or int(value) < 1:
+    """``value`` as an int of at least 1.
+
+    Raises:
+        TypeError: ``value`` is not an integer (a float, a string, None...).
+        ValueError: ``value`` is below 1.
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(
+            f"{name} must be an integer of at least 1, got {type(value).__name__} "
+            f"{value!r}. Pass a whole number such as 1 or 4."
+        )
+    if value < 1:
         raise ValueError(f"{name} must be an integer of at least 1, got {value!r}.")
     return int(value)
 

@@ -145,7 +145,7 @@ def test_replication_factor_from_constructor_and_setter():
     assert popxl.Ir(replication="popdist").replication_factor == 1
     with pytest.raises(ValueError, match="replication must be an integer of at least 1"):
         popxl.Ir(replication=0)
-    with pytest.raises(ValueError, match="replication_factor must be an integer of at least 1"):
+    with pytest.raises(TypeError, match="replication_factor must be an integer of at least 1"):
         ir.replication_factor = 1.5
 
 

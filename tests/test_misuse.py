@@ -325,3 +325,28 @@ def test_host_store_dtype_mismatch_suggests_a_conversion_that_works():
         code = re.search(r"Convert the tensor \(`(.+?)`\)", str(info.value)).group(1)
         assert code == f"ops.pow2scale_cast_from_fp8(a, {S0}, popxl.float32)"
         ops.host_store(d2h, eval(code, {"ops": ops, "popxl": popxl, "a": a}))
+
+
+# ------------------------------------------------------------ build-time arguments
+@pytest.mark.parametrize("make, error, message", [
+    (lambda: popxl.Ir(replication="a"), TypeError,
+     r"^replication must be an integer of at least 1, got str 'a'"),
+    (lambda: popxl.Ir(replication=2.0), TypeError, r"got float 2\.0"),
+    (lambda: popxl.Ir(replication=0), ValueError, r"at least 1, got 0"),
+    (lambda: setattr(popxl.Ir(), "num_host_transfers", 2.5), TypeError,
+     r"^num_host_transfers must be an integer of at least 1, got float 2\.5"),
+    (lambda: popxl.ipu(-1).__enter__(), ValueError, r"the IPU index must be 0 or more, got -1"),
+    (lambda: popxl.ipu(1.5).__enter__(), TypeError, r"an integer; got float 1\.5"),
+    (lambda: popxl.name_scope(5).__enter__(), TypeError, r"^name_scope takes a string, got int"),
+])
+def test_build_arguments_are_checked(make, error, message):
+    with pytest.raises(error, match=message):
+        make()
+
+
+def test_tensor_names_must_be_strings():
+    ir = popxl.Ir()
+    with ir.main_graph:
+        with pytest.raises(TypeError, match=r"^A tensor name must be a string, got int 5"):
+            popxl.variable(1.0, name=5)
+        assert not ir.main_graph.tensors
