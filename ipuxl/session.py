@@ -520,6 +520,12 @@ class Session:
     def get_tensors_data(self, tensors: Iterable[Variable | Constant]
                          ) -> dict[Variable | Constant, np.ndarray]:
         """``get_tensor_data`` for several tensors with at most one transfer."""
+        if isinstance(tensors, (Tensor, str)) or not isinstance(tensors, Iterable):
+            raise TypeError(
+                f"get_tensors_data takes an iterable of Variables and Constants, got "
+                f"{type(tensors).__name__}. Use `get_tensor_data(t)` for one tensor, or "
+                "`get_tensors_data([a, b])`."
+            )
         tensors = list(tensors)
         for t in tensors:
             if not isinstance(t, (Variable, Constant)):
@@ -569,6 +575,12 @@ class Session:
             ValueError: the data's shape is not the variable's host shape, or a number
                 does not fit the variable's dtype.
         """
+        if not isinstance(tensors, Mapping):
+            raise TypeError(
+                f"write_variables_data takes a mapping from each Variable to its data, got "
+                f"{type(tensors).__name__}. Use `write_variables_data({{v: data}})`, or "
+                "`write_variable_data(v, data)` for one variable."
+            )
         checked = {}
         for tensor, data in tensors.items():
             if not isinstance(tensor, Variable):

@@ -90,3 +90,15 @@ def test_a_variable_of_another_ir_is_refused(program):
     session = popxl.Session(program[0], "cpu")
     with pytest.raises(ValueError, match=r"^Variable `v` is not part of this Session's program"):
         session.get_tensor_data(w)
+
+
+def test_the_several_tensor_variants_need_collections(program):
+    ir, x, v, y = program
+    session = popxl.Session(ir, "cpu")
+    with pytest.raises(TypeError, match=r"^get_tensors_data takes an iterable of Variables"):
+        session.get_tensors_data(5)
+    with pytest.raises(TypeError, match=r"^get_tensors_data takes an iterable .*got Variable"):
+        session.get_tensors_data(v)
+    with pytest.raises(TypeError, match=r"^write_variables_data takes a mapping .*got list"):
+        session.write_variables_data([v])
+    assert list(session.get_tensors_data([v])) == [v]
