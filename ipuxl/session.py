@@ -212,10 +212,14 @@ class Session:
                        for layout in self._input_layouts]
         specs = [jax.ShapeDtypeStruct(spec.shape, spec.dtype, sharding=sharding)
                  for spec in (*state_specs, *constant_specs, *input_specs)]
-        donated = tuple(range(state_count)) if self._donate else ()
-        jitted = jax.jit(flat_step, donate_argnums=donated, keep_unused=True)
         def trace_and_compile() -> Any:
             with self._x64():
+                donated: tuple[int, ...] = ()
+                if self._donate:
+                    # Only the variables the program writes can be donated: find them first.
+                    jax.eval_shape(flat_step, *specs)
+                    donated = tuple(updated)
+                jitted = jax.jit(flat_step, donate_argnums=donated, keep_unused=True)
                 return jitted.lower(*specs).compile()
 
         compiled = with_nesting_room(self._ir, trace_and_compile)

@@ -695,3 +695,19 @@ def test_donated_variables_after_a_failure_fall_back_to_the_host_copy(
             session.run()
         _FAIL["now"] = False
         np.testing.assert_array_equal(session.get_tensor_data(p.v), [2, 3])
+
+
+def test_donation_covers_only_the_variables_a_program_writes():
+    ir = popxl.Ir()
+    with ir.main_graph:
+        read = popxl.variable(np.float32(2), name="read")
+        written = popxl.variable(np.float32(0), name="written")
+        ops.var_updates.accumulate_(written, read)
+        out = popxl.d2h_stream((), popxl.float32, name="out")
+        ops.host_store(out, read * 3.0)
+    # No "donated buffers were not usable" warning (warnings are errors in this suite).
+    with popxl.Session(ir, "cpu", donate_variables=True) as session:
+        assert float(session.run()[out]) == 6.0
+        session.run()
+        assert float(session.get_tensor_data(written)) == 4.0
+        assert float(session.get_tensor_data(read)) == 2.0
