@@ -40,7 +40,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from ipuxl import host_buffers, host_values
+from ipuxl import host_buffers, host_values, replication
 from ipuxl.executable_cache import EXECUTABLES
 from ipuxl.fp8_utils import float8_from_device
 from ipuxl.host_callbacks import has_callbacks, interrupts_noted, take_interrupt
@@ -86,6 +86,10 @@ class Session:
             gives up the all-or-nothing guarantee: a run that fails after starting puts the
             variables back to their last host copy (the error says which updates were
             lost). Off by default.
+        replication_mode: (ipuxl only) how replicas run when ``ir`` is replicated:
+            ``"vmap"`` (batched on one device), ``"shard_map"`` (one device per replica),
+            or None: ``IPUXL_REPLICATION_MODE`` if set, else ``shard_map`` when JAX sees
+            enough devices. See :mod:`ipuxl.replication`.
 
     Raises:
         TypeError: ``ir`` is not an Ir.
@@ -98,7 +102,7 @@ class Session:
     """
 
     def __init__(self, ir: Ir, device_desc: str = "cpu", weights_to_host_on_exit: bool = True,
-                 *, donate_variables: bool = False):
+                 *, donate_variables: bool = False, replication_mode: str | None = None):
         if not isinstance(ir, Ir):
             hint = ("Pass the Ir the graph belongs to: `Session(graph.ir, ...)`."
                     if hasattr(ir, "ir") and isinstance(getattr(ir, "ir", None), Ir)
@@ -130,6 +134,12 @@ class Session:
         self._version = ir._version
         self._slots = ir.num_host_transfers
         self._replicas = ir.instance_replication_factor
+        self._mode, self._mesh = None, None
+        if self._replicas > 1:
+            devices = jax.devices(self._device.platform)
+            self._mode = replication.choose_mode(replication_mode, self._replicas, devices)
+            if self._mode == "shard_map":
+                self._mesh = replication.replica_mesh(devices, self._replicas)
         self._program = lower_ir(ir)
         self._uses_64bit = self._program.uses_64bit
         self._has_callbacks = has_callbacks(ir)
@@ -138,12 +148,7 @@ class Session:
             host_buffers.StreamLayout.of(s, "input", self._slots, self._replicas)
             for s in program.h2d_streams)
         _check_host_memory(program, self._slots, self._replicas, self._device)
-        if self._replicas > 1:
-            # Replicated runs are refused at run time (see _execute); nothing to compile.
-            self._call, self._static_written = None, (None,) * len(program.d2h_streams)
-            self._updated = tuple(range(len(program.variables)))
-        else:
-            self._call, self._static_written, self._updated = self._compile()
+        self._call, self._static_written, self._updated = self._compile()
         # Only now, with nothing left to fail, is the Ir marked as built.
         ir._prepared = True
         self._expected_inputs = frozenset(program.h2d_streams)
@@ -168,11 +173,33 @@ class Session:
         return jax.enable_x64(True) if self._uses_64bit else contextlib.nullcontext()
 
     def _to_device(self, host_arrays: Iterable[np.ndarray]) -> tuple[jax.Array, ...]:
-        """Copy host arrays to the device as the executable expects them (64-bit types
-        stay 64-bit: the copy happens in the same x64 mode as the compilation)."""
+        """Copy host arrays (constants) to the device as the executable expects them
+        (64-bit types stay 64-bit: the copy happens in the same x64 mode as the
+        compilation); with a replica mesh, every device gets a copy."""
+        placement = self._shardings()[1]
         with self._x64():
-            return tuple(jax.device_put(host_to_device_array(data), self._device)
+            return tuple(jax.device_put(host_to_device_array(data), placement)
                          for data in host_arrays)
+
+    def _variables_to_device(self, variables: Iterable[Variable]) -> tuple[jax.Array, ...]:
+        """The host copies of ``variables`` on the device: ``[R, *shape]`` per variable
+        when replicated (each replica its group's value)."""
+        placement = self._shardings()[0]
+        arrays = []
+        with self._x64():
+            for var in variables:
+                data = host_to_device_array(self._host_weights[var])
+                if self._replicas > 1:
+                    data = replication.to_replicas(data, var.replica_grouping, self._replicas)
+                arrays.append(jax.device_put(data, placement))
+        return tuple(arrays)
+
+    def _shardings(self) -> tuple[Any, Any, Any]:
+        """Where (state, constants, stream arrays) live: the device, or the replica mesh."""
+        if self._mesh is None:
+            single = jax.sharding.SingleDeviceSharding(self._device)
+            return single, single, single
+        return replication.shardings(self._mesh)
 
     def _compile(self) -> tuple[Any, tuple, tuple[int, ...]]:
         """The program as one jitted function over flat arguments, compiled now.
@@ -184,7 +211,8 @@ class Session:
         is not donated: a failed run must leave it intact. Executables are shared between
         Sessions of identical Irs.
         """
-        key = (fingerprint(self._ir, self._device_desc), str(self._device), self._donate)
+        key = (fingerprint(self._ir, self._device_desc), str(self._device), self._donate,
+               self._mode)
         return _EXECUTABLES.get_or_build(key, self._build_executable)
 
     def _build_executable(self) -> tuple[Any, tuple, tuple[int, ...]]:
@@ -195,23 +223,40 @@ class Session:
 
         updated: list[int] = []
 
+        def one_replica(state: tuple, constants: tuple, inputs: tuple) -> tuple:
+            new_state, outputs, masks = program.step(state, constants, inputs)
+            # A variable the program never writes comes back as the very input it was.
+            updated[:] = [i for i, (new, old) in enumerate(zip(new_state, state))
+                          if new is not old]
+            return tuple(new_state[i] for i in updated), outputs, masks
+
+        step = one_replica
+        if self._replicas > 1:
+            step = replication.map_over_replicas(one_replica, self._mode, self._mesh)
+
         def flat_step(*args: jax.Array) -> tuple[jax.Array, ...]:
             state = args[:state_count]
             constants = args[state_count:state_count + constant_count]
             inputs = tuple(x.reshape(shape) for x, shape in
                            zip(args[state_count + constant_count:], device_shapes))
-            new_state, outputs, masks = program.step(state, constants, inputs)
-            # A variable the program never writes comes back as the very input it was.
-            updated[:] = [i for i, (new, old) in enumerate(zip(new_state, state))
-                          if new is not old]
-            return (*(new_state[i] for i in updated), *outputs, *masks)
+            new_state, outputs, masks = step(state, constants, inputs)
+            return (*new_state, *outputs, *masks)
 
-        sharding = jax.sharding.SingleDeviceSharding(self._device)
+        state_sharding, constant_sharding, stream_sharding = self._shardings()
         state_specs, constant_specs, _ = program.abstract_arguments()
-        input_specs = [jax.ShapeDtypeStruct(layout.host_shape, layout.device_dtype)
-                       for layout in self._input_layouts]
-        specs = [jax.ShapeDtypeStruct(spec.shape, spec.dtype, sharding=sharding)
-                 for spec in (*state_specs, *constant_specs, *input_specs)]
+        replicas = (self._replicas,) if self._replicas > 1 else ()
+        specs = [jax.ShapeDtypeStruct((*replicas, *spec.shape), spec.dtype,
+                                      sharding=state_sharding) for spec in state_specs]
+        specs += [jax.ShapeDtypeStruct(spec.shape, spec.dtype, sharding=constant_sharding)
+                  for spec in constant_specs]
+        for layout in self._input_layouts:
+            sharding = stream_sharding
+            if self._mesh is not None and self._slots == 1:
+                sharding = replication.shardings(self._mesh)[0]  # (R, ...): no slot axis
+            specs.append(jax.ShapeDtypeStruct(layout.host_shape, layout.device_dtype,
+                                              sharding=sharding))
+
+
         def trace_and_compile() -> Any:
             with self._x64():
                 donated: tuple[int, ...] = ()
@@ -291,8 +336,7 @@ class Session:
 
     def _weights_from_host(self) -> None:
         self._check_attached()
-        self._device_state = self._to_device(
-            [self._host_weights[v] for v in self._program.variables])
+        self._device_state = self._variables_to_device(self._program.variables)
         self.transfers.weights_from_host += 1
 
     def weights_to_host(self) -> None:
@@ -312,6 +356,8 @@ class Session:
             # On the CPU this is a read-only view of the device buffer, not a copy (a
             # buffer that is not donated stays valid while the view lives).
             host = np.array(value) if self._donate else np.asarray(value)
+            if self._replicas > 1:
+                host = replication.from_replicas(host, var.replica_grouping)
             if var.dtype.is_float8:
                 host = float8_from_device(host, var.dtype)
             current = self._host_weights[var]
@@ -409,12 +455,6 @@ class Session:
             host_buffers.check_stream_set("output", self._expected_outputs, outputs)
             for layout, _ in self._output_layouts:
                 _check_output_array(layout, outputs[layout.stream])
-        if self._replicas > 1:
-            raise NotImplementedError(
-                f"Running a replicated program (replication_factor={self._replicas}) is not "
-                "supported yet: ipuxl builds, prints and validates it, but replicas on a "
-                "device mesh come with the replication work. Run with replication_factor=1."
-            )
         state = self._device_state
         try:
             if self._has_callbacks:
@@ -637,8 +677,7 @@ class Session:
         assert self._device_state is not None
         state = list(self._device_state)
         indices = [i for i, var in enumerate(self._program.variables) if var in written]
-        uploaded = self._to_device([self._host_weights[self._program.variables[i]]
-                                    for i in indices])
+        uploaded = self._variables_to_device([self._program.variables[i] for i in indices])
         for i, array in zip(indices, uploaded):
             state[i] = array
         self._device_state = tuple(state)

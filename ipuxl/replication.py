@@ -1,0 +1,140 @@
+"""Replication: the per-replica step mapped over the replica axis, and the per-replica
+layout of variables.
+
+The lowering builds the step of **one** replica. :func:`map_over_replicas` turns it into the
+step of all R replicas, as a transformation, never a second lowering:
+
+* ``"vmap"``: ``jax.vmap`` with the named axis :data:`~ipuxl.replica_axis.REPLICA_AXIS` on
+  one device (any machine, any R; XLA batches the replicas);
+* ``"shard_map"``: ``shard_map`` over a 1-D mesh of R devices, one replica per device.
+
+Collectives lower to JAX's named-axis collectives, which mean the same under both.
+
+Layouts, with ``R`` replicas and ``slots`` host transfers:
+
+* a variable is one array ``[R, *shape]`` (replica r holds its group's value);
+* a stream input or output is ``[slots, R, *shape]`` (the host layout, see
+  :mod:`ipuxl.host_buffers`); the mask of written slots is the same for every replica;
+* constants are shared by all replicas.
+
+The mapping is chosen per Session: ``shard_map`` when JAX sees at least R devices of the
+Session's platform, else ``vmap``. ``IPUXL_REPLICATION_MODE=vmap|shard_map`` (or
+``Session(..., replication_mode=...)``) forces one.
+
+Example:
+    >>> import jax.numpy as jnp
+    >>> step = lambda state, constants, inputs: (state, inputs, ())
+    >>> mapped = map_over_replicas(step, "vmap", None)
+    >>> [a.shape for a in jax.tree.leaves(mapped((jnp.zeros((4, 2)),), (), (jnp.zeros((3, 4)),)))]
+    [(4, 2), (3, 4)]
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from ipuxl.replica_axis import REPLICA_AXIS
+
+__all__ = [
+    "MODES",
+    "choose_mode",
+    "map_over_replicas",
+    "replica_mesh",
+    "to_replicas",
+    "from_replicas",
+]
+
+MODES = ("vmap", "shard_map")
+
+StepFunction = Callable[[tuple, tuple, tuple], tuple[tuple, tuple, tuple]]
+
+
+def choose_mode(requested: str | None, replicas: int, devices: Sequence[jax.Device]) -> str:
+    """The mapping to use: ``requested``, else ``IPUXL_REPLICATION_MODE``, else
+    ``shard_map`` when there are at least ``replicas`` devices, else ``vmap``.
+
+    Raises:
+        ValueError: an unknown mode, or ``shard_map`` forced with too few devices.
+    """
+    mode = requested or os.environ.get("IPUXL_REPLICATION_MODE") or None
+    if mode is None:
+        return "shard_map" if len(devices) >= replicas else "vmap"
+    if mode not in MODES:
+        raise ValueError(
+            f"Unknown replication mode {mode!r}: use 'vmap' (replicas batched on one device) "
+            "or 'shard_map' (one device per replica), or leave it unset to choose by the "
+            "number of devices."
+        )
+    if mode == "shard_map" and len(devices) < replicas:
+        raise ValueError(
+            f"Replication mode 'shard_map' needs one device per replica: the program has "
+            f"{replicas} replicas but JAX sees {len(devices)} {devices[0].platform} "
+            f"device(s). Use mode 'vmap', or start the process with more devices (on the "
+            f"CPU: JAX_NUM_CPU_DEVICES={replicas})."
+        )
+    return mode
+
+
+def replica_mesh(devices: Sequence[jax.Device], replicas: int) -> Mesh:
+    """A 1-D mesh of the first ``replicas`` devices, its axis the replica axis."""
+    return Mesh(np.asarray(list(devices)[:replicas]), (REPLICA_AXIS,))
+
+
+def map_over_replicas(step: StepFunction, mode: str, mesh: Mesh | None) -> StepFunction:
+    """``step(state, constants, inputs) -> (state, outputs, masks)`` of one replica, as
+    the same function of all replicas (state ``[R, ...]``, inputs and outputs
+    ``[slots, R, ...]``, masks ``[slots]``)."""
+    if mode == "vmap":
+        mapped = jax.vmap(step, in_axes=(0, None, 1), out_axes=(0, 1, 1),
+                          axis_name=REPLICA_AXIS)
+    else:
+        def one_replica(state: tuple, constants: tuple, inputs: tuple) -> tuple:
+            # shard_map hands each device a block of one replica: drop and restore the axis.
+            new_state, outputs, masks = step(
+                tuple(s[0] for s in state), constants, tuple(i[:, 0] for i in inputs))
+            return (tuple(s[None] for s in new_state), tuple(o[:, None] for o in outputs),
+                    tuple(m[:, None] for m in masks))
+
+        by_replica = PartitionSpec(REPLICA_AXIS)
+        by_slot_replica = PartitionSpec(None, REPLICA_AXIS)
+        mapped = jax.shard_map(one_replica, mesh=mesh,
+                               in_specs=(by_replica, PartitionSpec(), by_slot_replica),
+                               out_specs=(by_replica, by_slot_replica, by_slot_replica),
+                               check_vma=False)
+
+    def all_replicas(state: tuple, constants: tuple, inputs: tuple) -> tuple:
+        new_state, outputs, masks = mapped(state, constants, inputs)
+        # Every replica runs the same loads and stores: replica 0's mask is everyone's.
+        return new_state, outputs, tuple(m[:, 0] for m in masks)
+
+    return all_replicas
+
+
+def shardings(mesh: Mesh) -> tuple[NamedSharding, NamedSharding, NamedSharding]:
+    """The shardings of (state, constants, ``[slots, R, ...]`` arrays) on ``mesh``."""
+    return (NamedSharding(mesh, PartitionSpec(REPLICA_AXIS)), NamedSharding(mesh, PartitionSpec()),
+            NamedSharding(mesh, PartitionSpec(None, REPLICA_AXIS)))
+
+
+def to_replicas(host: np.ndarray, grouping: Any, replicas: int) -> np.ndarray:
+    """A variable's host data (``shape``, or ``[G, *shape]`` with G groups) as the
+    per-replica array ``[R, *shape]``: replica r gets its group's value."""
+    if grouping.num_groups == 1:
+        return np.broadcast_to(host, (replicas, *host.shape))
+    return host[np.asarray(grouping.assignment)]
+
+
+def from_replicas(device: np.ndarray, grouping: Any) -> np.ndarray:
+    """The per-replica array ``[R, *shape]`` as host data: the value of the first replica
+    of each group (``[G, *shape]``, or ``shape`` with one group)."""
+    if grouping.num_groups == 1:
+        return device[0]
+    assignment = list(grouping.assignment)
+    first = [assignment.index(group) for group in range(grouping.num_groups)]
+    return device[np.asarray(first)]
