@@ -114,3 +114,33 @@ def test_vmap_and_shard_map_give_identical_results():
     data = np.arange(2 * R * 3, dtype=np.float32).reshape(2, R, 3)
     np.testing.assert_array_equal(results["shard_map"][0],
                                   _reference(data, np.array([[1.0] * 3, [10.0] * 3])))
+
+
+def test_print_tensor_prints_each_replica_with_its_index(capfd):
+    ir = popxl.Ir(replication=3)
+    with ir.main_graph:
+        x = popxl.h2d_stream((2,), popxl.float32, name="x")
+        t = ops.print_tensor(ops.host_load(x), "t")
+        ops.host_store(popxl.d2h_stream((2,), popxl.float32), t)
+    with popxl.Session(ir, "ipu_model") as session:
+        session.run({x: np.arange(6, dtype=np.float32).reshape(3, 2)})
+    lines = capfd.readouterr().err.splitlines()
+    assert lines == ["t (replica 0): [0. 1.]", "t (replica 1): [2. 3.]",
+                     "t (replica 2): [4. 5.]"]
+
+
+def test_dropout_masks_differ_per_replica_unless_seeded_alike():
+    ir = popxl.Ir(replication=R)
+    with ir.main_graph:
+        seed_stream = popxl.h2d_stream((2,), popxl.uint32, name="seed")
+        ones = popxl.constant(np.ones(64, np.float32))
+        masked = ops.dropout(ones, ops.host_load(seed_stream), p=0.5)
+        out = popxl.d2h_stream((64,), popxl.float32, name="out")
+        ops.host_store(out, masked)
+    with popxl.Session(ir, "ipu_model") as session:
+        different = session.run({seed_stream: popxl.create_seeds(0, replicas=R)})[out]
+        same = session.run({seed_stream: np.tile(popxl.create_seeds(7), (R, 1))})[out]
+    assert different.shape == (R, 64)
+    assert len({row.tobytes() for row in different}) == R
+    assert len({row.tobytes() for row in same}) == 1
+    assert set(np.unique(different)) <= {0.0, 2.0}

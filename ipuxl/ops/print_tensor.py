@@ -26,6 +26,7 @@ import numpy as np
 
 from ipuxl.host_callbacks import register_callback_op
 from ipuxl.op import OpDef, check_is_tensor
+from ipuxl.replica_axis import replica_count, replica_index
 from ipuxl.ops.type_rules import same_as_input
 from ipuxl.tensor import Tensor
 
@@ -65,12 +66,16 @@ def format_tensor(value: np.ndarray, *, summarise_threshold: int, edge_items: in
     return text.replace("[", open_bracket).replace("]", close_bracket)
 
 
-def _printer(title: str, options: dict[str, Any]) -> Callable[[Any], None]:
-    def callback(value: Any) -> None:
+def _printer(title: str, options: dict[str, Any]) -> Callable[..., None]:
+    """The host callback: ``callback(value)``, or ``callback(replica, value)`` under
+    replication, which prints ``title (replica r): value``."""
+    def callback(*args: Any) -> None:
         # Look stderr up at call time, so that redirections (and pytest capture) apply.
         stream = sys.stderr
+        *replica, value = args
+        label = f"{title} (replica {int(replica[0])})" if replica else title
         try:
-            stream.write(f"{title}: {format_tensor(value, **options)}\n")
+            stream.write(f"{label}: {format_tensor(value, **options)}\n")
         except Exception as error:  # printing must never fail a run
             try:
                 stream.write(f"warning: print_tensor could not print {title}: {error!r}\n")
@@ -86,7 +91,10 @@ def _lower_print(lowering: GraphLowering, op: Op) -> None:
     if attrs.pop("print_self"):
         attrs.pop("print_gradient")
         title = attrs.pop("title")
-        jax.debug.callback(_printer(title, attrs), value, ordered=True)
+        if replica_count() > 1:
+            jax.debug.callback(_printer(title, attrs), replica_index(), value, ordered=True)
+        else:
+            jax.debug.callback(_printer(title, attrs), value, ordered=True)
     lowering.set(op.outputs[0], value)
 
 
