@@ -26,8 +26,8 @@ import numpy as np
 
 from ipuxl.host_callbacks import register_callback_op
 from ipuxl.op import OpDef, check_is_tensor
-from ipuxl.replica_axis import replica_count, replica_index
 from ipuxl.ops.type_rules import same_as_input
+from ipuxl.replica_axis import replica_count, replica_index
 from ipuxl.tensor import Tensor
 
 if TYPE_CHECKING:
