@@ -749,15 +749,15 @@ def _check_host_memory(program: Any, slots: int, replicas: int, device: jax.Devi
     """Refuse, before compiling, a program whose variables and outputs alone cannot fit in
     this machine's memory (the run would otherwise be killed by the operating system).
 
-    On the CPU each variable has a device and a host copy, each output stream a device
-    buffer and a host array.
+    On the CPU each variable has a device and a host copy (per replica), each output
+    stream a device buffer and a host array.
     """
     if device.platform != "cpu":
         return
     total = _physical_memory_bytes()
     if total is None:
         return
-    variable_bytes = sum(v.nelms * v.dtype.itemsize for v in program.variables)
+    variable_bytes = replicas * sum(v.nelms * v.dtype.itemsize for v in program.variables)
     output_bytes = sum(math.prod(s.shape) * s.dtype.itemsize * slots * replicas
                        for s in program.d2h_streams)
     needed = 2 * (variable_bytes + output_bytes)
