@@ -292,7 +292,9 @@ class TrainingStep(popxl.Module):
     def __init__(self, streams: Streams, forward: popxl.Graph,
                  forward_weights: dict[str, popxl.Tensor],
                  grad_info: popxl.transforms.GradGraphInfo,
-                 optimizer: SGD | Adam, variables: dict[str, dict[str, popxl.Variable]]):
+                 optimizer: SGD | Adam, variables: dict[str, dict[str, popxl.Variable]],
+                 replicas: int = 1):
+        self.replicas = replicas
         self.streams = streams
         self.forward = forward
         self.forward_weights = forward_weights
@@ -327,6 +329,11 @@ class TrainingStep(popxl.Module):
         bwd_info = ops.call_with_info(self.grad_info.graph, dlogits,
                                       inputs_dict=self.grad_info.inputs_dict(fwd_info))
         grads = self.grad_info.fwd_parent_ins_to_grad_parent_outs(fwd_info, bwd_info)
+        if self.replicas > 1:
+            # Data parallel: each replica saw its own batch; every replica applies the mean
+            # of their gradients, so the weights stay identical on all of them.
+            grads = {weight: ops.collectives.replicated_all_reduce(grad, op="mean")
+                     for weight, grad in grads.items()}
         for name, group in inputs.items():
             state = {key: tensor for key, tensor in group.items() if key != "weight"}
             self.optimizer.update(weights[name], grads[weights[name]], state)
@@ -352,20 +359,23 @@ class TrainingProgram:
 
 
 def build_training_program(hidden: int, batch_size: int, steps_per_run: int,
-                           optimizer: SGD | Adam, seed: int) -> TrainingProgram:
+                           optimizer: SGD | Adam, seed: int,
+                           replicas: int = 1) -> TrainingProgram:
     """Build the Ir: ``steps_per_run`` training steps in one ``repeat``.
 
     Args:
         hidden: the width of the hidden layer.
-        batch_size: samples per step.
+        batch_size: samples per step (per replica).
         steps_per_run: training steps per ``session.run`` (``ir.num_host_transfers``).
         optimizer: an :class:`SGD` or :class:`Adam`.
         seed: the seed of the initial weights.
+        replicas: data-parallel replicas: each trains on its own batch and the gradients
+            are averaged across replicas with ``replicated_all_reduce``.
 
     Returns:
         The program.
     """
-    ir = popxl.Ir()
+    ir = popxl.Ir(replication=replicas)
     ir.num_host_transfers = steps_per_run
     with ir.main_graph:
         streams = Streams(
@@ -391,7 +401,8 @@ def build_training_program(hidden: int, batch_size: int, steps_per_run: int,
                 group[key] = popxl.variable(state, name=f"{name}.{key}")
             variables[name] = group
 
-        step = TrainingStep(streams, forward, forward_weights, grad_info, optimizer, variables)
+        step = TrainingStep(streams, forward, forward_weights, grad_info, optimizer, variables,
+                            replicas)
         ops.repeat(ir.create_graph(step), steps_per_run, inputs_dict=step.bindings)
     weights = {name: group["weight"] for name, group in variables.items()}
     return TrainingProgram(ir, streams, weights, batch_size, steps_per_run)
