@@ -144,3 +144,19 @@ def test_dropout_masks_differ_per_replica_unless_seeded_alike():
     assert len({row.tobytes() for row in different}) == R
     assert len({row.tobytes() for row in same}) == 1
     assert set(np.unique(different)) <= {0.0, 2.0}
+
+
+def test_the_data_parallel_example_trains_like_one_replica_on_the_whole_batch():
+    from example_runner import run_examples
+
+    result = run_examples(["data_parallel_mlp.py"])["data_parallel_mlp.py"]
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = result.stdout.splitlines()
+    assert lines[0] == "data parallel: 4 replicas x batch 16  vs  1 replica x batch 64"
+    for line in lines[1:-1]:
+        if line.startswith(("step", "final")):
+            parallel, single = (float(word) for word in line.split() if "." in word
+                                and word.replace(".", "").isdigit())
+            assert abs(parallel - single) <= 1e-5 * abs(single), line
+    difference = float(lines[-1].split(": ")[1])
+    assert difference < 1e-5, lines[-1]

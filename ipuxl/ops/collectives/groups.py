@@ -1,0 +1,112 @@
+"""The arguments every collective op shares: the replica group and the reduction, checked
+where they enter; and PopXL's legacy group types.
+
+Example:
+    >>> import ipuxl as popxl
+    >>> ir = popxl.Ir(replication=4)
+    >>> with ir.main_graph:
+    ...     replica_assignment(ir.replica_grouping(group_size=2), "replicated_all_reduce")
+    (0, 0, 1, 1)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from ipuxl import dtypes
+from ipuxl.context import get_current_context
+from ipuxl.ops.collectives.named_axis import REDUCE_OPS
+from ipuxl.ops.type_rules import FLOAT_DTYPES, NUMERIC_DTYPES, require_dtype
+from ipuxl.replica_grouping import ReplicaGrouping
+from ipuxl.tensor import Tensor
+
+__all__ = ["CommGroup", "CommGroupType", "replica_assignment", "reduce_op",
+           "check_reduce_dtype"]
+
+
+class CommGroupType(Enum):
+    """How replicas are grouped for a collective (legacy PopART enum)."""
+
+    All = 0
+    Consecutive = 1
+    Orthogonal = 2
+    Ungrouped = 3
+
+
+@dataclass(frozen=True)
+class CommGroup:
+    """A legacy collective group: its type and replica-group size."""
+
+    type: CommGroupType = CommGroupType.All
+    replicaGroupSize: int = 0  # noqa: N815 - PopART's name
+
+
+def replica_assignment(group: Any, op: str) -> tuple[int, ...]:
+    """The assignment (replica -> group) of a collective's ``group`` argument.
+
+    Args:
+        group: a constant :class:`~ipuxl.replica_grouping.ReplicaGrouping` of the current
+            graph's Ir, or None for one group of all replicas.
+        op: the op, for messages.
+
+    Raises:
+        TypeError: ``group`` is not a ReplicaGrouping (a legacy ``CommGroup``, say).
+        NotImplementedError: ``group`` is not a constant grouping.
+        ValueError: ``group`` belongs to another Ir, or was made for another replication
+            factor.
+    """
+    ir = get_current_context().graph.ir
+    if group is None:
+        return tuple(ir.replica_grouping().assignment)
+    if not isinstance(group, ReplicaGrouping):
+        raise TypeError(
+            f"{op}: `group` must be a popxl.ReplicaGrouping or None (all replicas), got "
+            f"{type(group).__name__} {group!r}. Make one with "
+            "`ir.replica_grouping(stride, group_size)`."
+        )
+    if not group.is_const:
+        raise NotImplementedError(
+            f"This ReplicaGrouping has a non-constant stride, which collectives do not "
+            f"support: {op} got {group!r}. Use a grouping made with "
+            "`ir.replica_grouping(stride, group_size)`, whose groups are evenly spaced."
+        )
+    assignment = group.assignment
+    if len(assignment) != ir.replication_factor:
+        raise ValueError(
+            f"{op}: the replica grouping {group!r} is for {len(assignment)} replicas, but "
+            f"the Ir has replication_factor={ir.replication_factor}. Make the grouping "
+            "after setting the replication factor."
+        )
+    # Groupings compare equal only within one Ir: rebuild this one in the current Ir.
+    if group != ir.replica_grouping(group.stride, group.group_size):
+        raise ValueError(
+            f"{op}: the replica grouping {group!r} belongs to another Ir, and the current "
+            f"graph is in {ir!r}. Groupings cannot cross Irs: make it with "
+            "`ir.replica_grouping(stride, group_size)` of the Ir you are building."
+        )
+    return tuple(assignment)
+
+
+def reduce_op(op: Any) -> str:
+    """``op`` checked against PopXL's collective reductions.
+
+    Raises:
+        ValueError: ``op`` is not one of ``add``, ``mean``, ``mul``, ``min``, ``max``,
+            ``and``, ``or`` or ``square_add``.
+    """
+    if not isinstance(op, str) or op not in REDUCE_OPS:
+        raise ValueError(f"Not a valid op: {op!r}. Must choose from: {', '.join(REDUCE_OPS)}.")
+    return op
+
+
+def check_reduce_dtype(name: str, t: Tensor, op: str) -> None:
+    """Raise ``popart_exception`` unless the reduction ``op`` takes ``t``'s dtype: ``and``
+    and ``or`` take bool, ``mean`` floating point, the others any number."""
+    if op in ("and", "or"):
+        require_dtype(name, t, (dtypes.bool,), f"a bool tensor for op={op!r}")
+    elif op == "mean":
+        require_dtype(name, t, FLOAT_DTYPES, "a floating point tensor for op='mean'")
+    else:
+        require_dtype(name, t, NUMERIC_DTYPES, f"a numeric tensor for op={op!r}")
