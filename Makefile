@@ -22,6 +22,7 @@ test: $(STAMP)
 bench: $(STAMP)
 	$(PY) benchmarks/session_overhead.py
 	$(PY) benchmarks/training.py
+	$(PY) benchmarks/replication.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info
