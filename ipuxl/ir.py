@@ -34,7 +34,8 @@ class Ir:
     """A program: ``Ir(replication=1)`` starts with an empty main graph.
 
     Args:
-        replication: the replication factor R, or ``"popdist"`` (single instance in ipuxl).
+        replication: the replication factor R, or ``"popdist"`` (R and the replicas of this
+            process from the launcher or jax.distributed: see :mod:`ipuxl.popdist`).
 
     Raises:
         ValueError: ``replication`` is below 1.
@@ -43,8 +44,15 @@ class Ir:
     _cache: weakref.WeakValueDictionary[int, Ir] = weakref.WeakValueDictionary()
 
     def __init__(self, replication: int | str = 1) -> None:
-        replication_factor = 1 if replication == "popdist" else _at_least_one(
-            "replication", replication)
+        self._topology = None
+        if replication == "popdist":
+            from ipuxl.popdist import topology
+
+            # Several processes: R counts every instance's replicas (see ipuxl.popdist).
+            self._topology = topology()
+            replication_factor = self._topology.replication_factor
+        else:
+            replication_factor = _at_least_one("replication", replication)
         self._id = next(_ir_ids)
         Ir._cache[self._id] = self
         self._counter = itertools.count()
@@ -160,8 +168,11 @@ class Ir:
 
     @property
     def instance_replication_factor(self) -> int:
-        """The replicas of this process; host buffers use it. ipuxl runs one instance, so it
-        equals :attr:`replication_factor`."""
+        """The replicas of this process; host buffers use it. It equals
+        :attr:`replication_factor` except in a ``replication="popdist"`` Ir of several
+        processes (see :mod:`ipuxl.popdist`)."""
+        if self._topology is not None and self._topology.num_instances > 1:
+            return self._topology.local_replicas
         return self._replication_factor
 
     def replica_grouping(self, stride: int = 1, group_size: int | None = None) -> ReplicaGrouping:
