@@ -7,6 +7,7 @@
 # Importable but not in PopXL's __all__ (the `x as x` form marks a re-export).
 from ipuxl import dtypes as dtypes
 from ipuxl import ops as ops
+from ipuxl import popdist as popdist
 from ipuxl import transforms as transforms
 from ipuxl.alias import alias_popxl as alias_popxl
 from ipuxl.context import (

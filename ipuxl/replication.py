@@ -43,6 +43,9 @@ from ipuxl.replica_axis import REPLICA_AXIS
 
 __all__ = [
     "MODES",
+    "global_array",
+    "local_part",
+    "gather_global",
     "choose_mode",
     "map_over_replicas",
     "replica_mesh",
@@ -138,3 +141,41 @@ def from_replicas(device: np.ndarray, grouping: Any) -> np.ndarray:
     assignment = list(grouping.assignment)
     first = [assignment.index(group) for group in range(grouping.num_groups)]
     return device[np.asarray(first)]
+
+
+# ----------------------------------------------------------------------------- processes
+# With several processes (``ipuxl.popdist``) the mesh spans every process's devices: each
+# process holds the shards of its own replicas, feeds their stream data and reads their
+# results; variables are made from, and read back as, the global host data everywhere.
+def global_array(data: np.ndarray, sharding: Any, global_shape: tuple[int, ...] | None = None,
+                 local: bool = False) -> jax.Array:
+    """A global array on ``sharding`` from this process's host data: the whole array
+    (``local=False``: each process takes its shards from it) or only this process's part
+    (``local=True``, the stream data of its replicas, assembled to ``global_shape``)."""
+    if local:
+        return jax.make_array_from_process_local_data(sharding, data, global_shape)
+    return jax.make_array_from_callback(data.shape, sharding, lambda index: data[index])
+
+
+def local_part(array: jax.Array) -> np.ndarray:
+    """This process's part of a result: the whole array when every shard is here, else
+    the shards of this process's replicas, joined along the axis they split."""
+    if array.is_fully_addressable:
+        return np.asarray(array)
+    shards = {tuple((s.start or 0, s.stop) for s in shard.index): shard
+              for shard in array.addressable_shards}
+    if len(shards) == 1:  # replicated: every process has all of it
+        return np.asarray(next(iter(shards.values())).data)
+    keys = sorted(shards)
+    axis = next(a for a in range(array.ndim) if len({key[a] for key in keys}) > 1)
+    return np.concatenate([np.asarray(shards[key].data) for key in keys], axis=axis)
+
+
+def gather_global(array: jax.Array) -> np.ndarray:
+    """The whole of a global array on every process (a collective: every process calls
+    it at the same point)."""
+    if array.is_fully_addressable:
+        return np.asarray(array)
+    from jax.experimental import multihost_utils
+
+    return np.asarray(multihost_utils.process_allgather(array, tiled=True))

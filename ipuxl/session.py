@@ -133,13 +133,25 @@ class Session:
         self._device_desc = device_desc
         self._version = ir._version
         self._slots = ir.num_host_transfers
+        # Host arrays hold this process's replicas; the device holds all of them (they
+        # differ only when several processes run the program: see ipuxl.popdist).
         self._replicas = ir.instance_replication_factor
+        self._global_replicas = ir.replication_factor
+        self._processes = ir._topology.num_instances if ir._topology is not None else 1
         self._mode, self._mesh = None, None
-        if self._replicas > 1:
+        if self._global_replicas > 1:
             devices = jax.devices(self._device.platform)
-            self._mode = replication.choose_mode(replication_mode, self._replicas, devices)
+            if self._processes > 1 and replication_mode not in (None, "shard_map"):
+                raise ValueError(
+                    f"A program run by {self._processes} processes needs replication mode "
+                    f"'shard_map' (one device per replica across the processes); got "
+                    f"{replication_mode!r}."
+                )
+            self._mode = replication.choose_mode(
+                "shard_map" if self._processes > 1 else replication_mode,
+                self._global_replicas, devices)
             if self._mode == "shard_map":
-                self._mesh = replication.replica_mesh(devices, self._replicas)
+                self._mesh = replication.replica_mesh(devices, self._global_replicas)
         self._program = lower_ir(ir)
         self._uses_64bit = self._program.uses_64bit
         self._has_callbacks = has_callbacks(ir)
@@ -147,7 +159,7 @@ class Session:
         self._input_layouts = tuple(
             host_buffers.StreamLayout.of(s, "input", self._slots, self._replicas)
             for s in program.h2d_streams)
-        _check_host_memory(program, self._slots, self._replicas, self._device)
+        _check_host_memory(program, self._slots, self._global_replicas, self._device)
         self._call, self._static_written, self._updated = self._compile()
         # Only now, with nothing left to fail, is the Ir marked as built.
         ir._prepared = True
@@ -178,8 +190,15 @@ class Session:
         compilation); with a replica mesh, every device gets a copy."""
         placement = self._shardings()[1]
         with self._x64():
-            return tuple(jax.device_put(host_to_device_array(data), placement)
+            return tuple(self._put(host_to_device_array(data), placement)
                          for data in host_arrays)
+
+    def _put(self, data: np.ndarray, placement: Any) -> jax.Array:
+        """``data`` (the whole array) on ``placement``; with several processes each takes
+        its own shards."""
+        if self._processes > 1:
+            return replication.global_array(np.ascontiguousarray(data), placement)
+        return jax.device_put(data, placement)
 
     def _variables_to_device(self, variables: Iterable[Variable]) -> tuple[jax.Array, ...]:
         """The host copies of ``variables`` on the device: ``[R, *shape]`` per variable
@@ -189,10 +208,31 @@ class Session:
         with self._x64():
             for var in variables:
                 data = host_to_device_array(self._host_weights[var])
-                if self._replicas > 1:
-                    data = replication.to_replicas(data, var.replica_grouping, self._replicas)
-                arrays.append(jax.device_put(data, placement))
+                if self._global_replicas > 1:
+                    data = replication.to_replicas(data, var.replica_grouping,
+                                                   self._global_replicas)
+                arrays.append(self._put(data, placement))
         return tuple(arrays)
+
+    def _global_shape(self, layout: host_buffers.StreamLayout, device: bool = False
+                      ) -> tuple[int, ...]:
+        """The shape of a stream's array over every replica of every process: the host
+        layout (or, with ``device``, ``[slots, R, *shape]``)."""
+        if self._processes == 1:
+            return layout.device_shape if device else layout.host_shape
+        shape = tuple(layout.stream.shape)
+        slots = (self._slots,) if device or self._slots > 1 else ()
+        return (*slots, self._global_replicas, *shape)
+
+    def _global_input(self, layout: host_buffers.StreamLayout, array: np.ndarray
+                      ) -> jax.Array:
+        """This process's input array (its replicas) as part of the global input."""
+        slots = (self._slots,) if self._slots > 1 else ()
+        local = np.ascontiguousarray(array).reshape(*slots, self._replicas,
+                                                    *layout.stream.shape)
+        stream_sharding = self._shardings()[2 if slots else 0]
+        return replication.global_array(local, stream_sharding, self._global_shape(layout),
+                                        local=True)
 
     def _shardings(self) -> tuple[Any, Any, Any]:
         """Where (state, constants, stream arrays) live: the device, or the replica mesh."""
@@ -219,7 +259,8 @@ class Session:
         program = self._program
         state_count = len(program.variables)
         constant_count = len(program.arg_constants)
-        device_shapes = [layout.device_shape for layout in self._input_layouts]
+        device_shapes = [self._global_shape(layout, device=True)
+                         for layout in self._input_layouts]
 
         updated: list[int] = []
 
@@ -231,7 +272,7 @@ class Session:
             return tuple(new_state[i] for i in updated), outputs, masks
 
         step = one_replica
-        if self._replicas > 1:
+        if self._global_replicas > 1:
             step = replication.map_over_replicas(one_replica, self._mode, self._mesh)
 
         def flat_step(*args: jax.Array) -> tuple[jax.Array, ...]:
@@ -244,7 +285,7 @@ class Session:
 
         state_sharding, constant_sharding, stream_sharding = self._shardings()
         state_specs, constant_specs, _ = program.abstract_arguments()
-        replicas = (self._replicas,) if self._replicas > 1 else ()
+        replicas = (self._global_replicas,) if self._global_replicas > 1 else ()
         specs = [jax.ShapeDtypeStruct((*replicas, *spec.shape), spec.dtype,
                                       sharding=state_sharding) for spec in state_specs]
         specs += [jax.ShapeDtypeStruct(spec.shape, spec.dtype, sharding=constant_sharding)
@@ -253,7 +294,7 @@ class Session:
             sharding = stream_sharding
             if self._mesh is not None and self._slots == 1:
                 sharding = replication.shardings(self._mesh)[0]  # (R, ...): no slot axis
-            specs.append(jax.ShapeDtypeStruct(layout.host_shape, layout.device_dtype,
+            specs.append(jax.ShapeDtypeStruct(self._global_shape(layout), layout.device_dtype,
                                               sharding=sharding))
 
 
@@ -355,8 +396,11 @@ class Session:
         for var, value in zip(self._program.variables, self._device_state):
             # On the CPU this is a read-only view of the device buffer, not a copy (a
             # buffer that is not donated stays valid while the view lives).
-            host = np.array(value) if self._donate else np.asarray(value)
-            if self._replicas > 1:
+            if self._processes > 1:
+                host = replication.gather_global(value)
+            else:
+                host = np.array(value) if self._donate else np.asarray(value)
+            if self._global_replicas > 1:
                 host = replication.from_replicas(host, var.replica_grouping)
             if var.dtype.is_float8:
                 host = float8_from_device(host, var.dtype)
@@ -449,6 +493,9 @@ class Session:
             array = host_buffers.convert_input(layout, value, downcast_inputs)
             host_buffers.check_array_shape(layout, array)
             device_inputs.append(host_buffers.to_executable_input(layout, array))
+        if self._processes > 1:
+            device_inputs = [self._global_input(layout, array) for layout, array
+                             in zip(self._input_layouts, device_inputs)]
         if outputs is not None:
             if not isinstance(outputs, Mapping):
                 raise TypeError(_not_a_mapping("outputs", outputs))
@@ -489,14 +536,15 @@ class Session:
         output_count = len(self._output_layouts)
         masks = iter(results[updated_count + output_count:])
         host_outputs = {} if outputs is None else outputs
+        to_host = replication.local_part if self._processes > 1 else np.asarray
         for (layout, written), result in zip(self._output_layouts,
                                              results[updated_count:]):
-            result = np.asarray(result)
+            result = to_host(result)
             if outputs is None and written is not None and len(written) == layout.slots:
                 host_outputs[layout.stream] = host_buffers.output_array(layout, result)
                 continue
             if written is None:  # only known at run time: the run returned a mask
-                written = np.asarray(next(masks))
+                written = to_host(next(masks))
             if outputs is None:
                 host_outputs[layout.stream] = np.zeros(layout.host_shape, layout.host_dtype)
             host_buffers.write_slots(layout, result, host_outputs[layout.stream], written)
@@ -597,10 +645,10 @@ class Session:
             data = tensor._data
         else:
             data = self._host_weights[tensor]
-            if tensor.retrieval_mode == "all_replicas" and self._replicas > 1:
+            if tensor.retrieval_mode == "all_replicas" and self._global_replicas > 1:
                 grouping = tensor.replica_grouping
                 if grouping.num_groups == 1:
-                    data = np.broadcast_to(data, (self._replicas, *data.shape))
+                    data = np.broadcast_to(data, (self._global_replicas, *data.shape))
                 else:
                     data = data[np.asarray(grouping.assignment)]
         view = data.view()
