@@ -20,6 +20,7 @@ import numpy as np
 from ipuxl import dtypes
 from ipuxl.context import get_current_context
 from ipuxl.op import check_in_graph
+from ipuxl.popart import VariableRetrievalMode
 from ipuxl.tensor import Constant, Tensor, TensorSpec, Variable
 from ipuxl.utils import downcast_np_dtypes, to_numpy
 
@@ -76,6 +77,9 @@ def variable(
         )
     if retrieval_mode is None:
         retrieval_mode = "one_per_group"
+    if isinstance(retrieval_mode, VariableRetrievalMode):  # PopART's enum
+        retrieval_mode = ("one_per_group" if retrieval_mode is VariableRetrievalMode.OnePerGroup
+                          else "all_replicas")
     if retrieval_mode not in _RETRIEVAL_MODES:
         raise ValueError(
             f"Invalid retrieval_mode: {retrieval_mode!r}. Use one of {_RETRIEVAL_MODES}."

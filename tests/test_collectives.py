@@ -655,7 +655,7 @@ ERRORS = [
     ("group for another replication factor",
      lambda ir, x: C.replicated_all_reduce(x, group=popxl.Ir(replication=2).replica_grouping()),
      ValueError, "is for 2 replicas, but the Ir has replication_factor=4"),
-    ("legacy CommGroup", lambda ir, x: C.replicated_all_reduce(x, group=C.CommGroup()),
+    ("a string as group", lambda ir, x: C.replicated_all_reduce(x, group="all"),
      TypeError, "must be a popxl.ReplicaGrouping"),
     ("slice not divisible", lambda ir, x: C.replicated_slice(x, 1), ValueError,
      "^Replicated slice must equally divide axis 1"),
@@ -773,3 +773,24 @@ def test_shard_map_matches_vmap():
     assert report["cases"] == 2 * len(CASES)
     assert report["grads"] == 2 * sum(case.grad is not None for case in CASES)
     assert report["differ"] == [], report
+
+
+def test_legacy_comm_groups_stand_for_replica_groupings():
+    from ipuxl import popart
+    from ipuxl.ops.collectives.groups import replica_assignment
+
+    ir = popxl.Ir(replication=8)
+    with ir.main_graph:
+        cases = [
+            (popart.CommGroup(popart.CommGroupType.All, 0), [0] * 8),
+            (popart.CommGroup(popart.CommGroupType.Consecutive, 4), [0, 0, 0, 0, 1, 1, 1, 1]),
+            (popart.CommGroup(popart.CommGroupType.Orthogonal, 4), [0, 1, 0, 1, 0, 1, 0, 1]),
+            (popart.CommGroup(popart.CommGroupType.Ungrouped, 0), list(range(8))),
+        ]
+        for group, expected in cases:
+            assert list(replica_assignment(group, "replicated_all_reduce")) == expected
+        with pytest.raises(ValueError, match="replicaGroupSize that divides the replication"):
+            replica_assignment(popart.CommGroup(popart.CommGroupType.Consecutive, 3), "op")
+        v = popxl.variable(np.zeros(2, np.float32),
+                           retrieval_mode=popart.VariableRetrievalMode.AllReplicas)
+        assert v.retrieval_mode == "all_replicas"

@@ -22,8 +22,8 @@ from ipuxl.ops.type_rules import FLOAT_DTYPES, NUMERIC_DTYPES, require_dtype
 from ipuxl.replica_grouping import ReplicaGrouping
 from ipuxl.tensor import Tensor
 
-__all__ = ["CommGroup", "CommGroupType", "replica_assignment", "reduce_op",
-           "check_reduce_dtype"]
+__all__ = ["CommGroup", "CommGroupType", "comm_group_to_replica_grouping",
+           "replica_assignment", "reduce_op", "check_reduce_dtype"]
 
 
 class CommGroupType(Enum):
@@ -43,12 +43,37 @@ class CommGroup:
     replicaGroupSize: int = 0  # noqa: N815 - PopART's name
 
 
+def comm_group_to_replica_grouping(ir: Any, group: CommGroup, op: str) -> ReplicaGrouping:
+    """The ReplicaGrouping a legacy ``CommGroup`` stands for: ``All`` one group of every
+    replica, ``Consecutive`` groups of ``replicaGroupSize`` neighbours, ``Orthogonal``
+    groups of ``replicaGroupSize`` replicas spaced ``R / size`` apart, ``Ungrouped`` one
+    replica per group.
+
+    Raises:
+        ValueError: the group size does not divide the replication factor.
+    """
+    replicas = ir.replication_factor
+    size = group.replicaGroupSize
+    if group.type is CommGroupType.All:
+        return ir.replica_grouping()
+    if group.type is CommGroupType.Ungrouped:
+        return ir.replica_grouping(group_size=1)
+    if not isinstance(size, int) or size < 1 or replicas % size:
+        raise ValueError(
+            f"{op}: a {group.type.name} CommGroup needs a replicaGroupSize that divides the "
+            f"replication factor {replicas}; got {size!r}."
+        )
+    if group.type is CommGroupType.Consecutive:
+        return ir.replica_grouping(group_size=size)
+    return ir.replica_grouping(stride=replicas // size, group_size=size)
+
+
 def replica_assignment(group: Any, op: str) -> tuple[int, ...]:
     """The assignment (replica -> group) of a collective's ``group`` argument.
 
     Args:
         group: a constant :class:`~ipuxl.replica_grouping.ReplicaGrouping` of the current
-            graph's Ir, or None for one group of all replicas.
+            graph's Ir, a legacy :class:`CommGroup`, or None for one group of all replicas.
         op: the op, for messages.
 
     Raises:
@@ -60,9 +85,12 @@ def replica_assignment(group: Any, op: str) -> tuple[int, ...]:
     ir = get_current_context().graph.ir
     if group is None:
         return tuple(ir.replica_grouping().assignment)
+    if isinstance(group, CommGroup):
+        group = comm_group_to_replica_grouping(ir, group, op)
     if not isinstance(group, ReplicaGrouping):
         raise TypeError(
-            f"{op}: `group` must be a popxl.ReplicaGrouping or None (all replicas), got "
+            f"{op}: `group` must be a popxl.ReplicaGrouping, a CommGroup or None (all "
+            f"replicas), got "
             f"{type(group).__name__} {group!r}. Make one with "
             "`ir.replica_grouping(stride, group_size)`."
         )
