@@ -137,7 +137,7 @@ def from_replicas(device: np.ndarray, grouping: Any) -> np.ndarray:
     """The per-replica array ``[R, *shape]`` as host data: the value of the first replica
     of each group (``[G, *shape]``, or ``shape`` with one group)."""
     if grouping.num_groups == 1:
-        return device[0]
+        return device[0, ...]  # an array, also for a scalar variable
     assignment = list(grouping.assignment)
     first = [assignment.index(group) for group in range(grouping.num_groups)]
     return device[np.asarray(first)]

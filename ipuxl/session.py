@@ -171,6 +171,8 @@ class Session:
             (host_buffers.StreamLayout.of(s, "output", self._slots, self._replicas), written)
             for s, written in zip(program.d2h_streams, self._static_written))
         self._host_weights: dict[Variable, np.ndarray] = {v: v._data for v in program.variables}
+        # "all_replicas" variables as last read back: [R, *shape], each replica's value.
+        self._host_all_replicas: dict[Variable, np.ndarray] = {}
         self._device_state: tuple[jax.Array, ...] | None = None
         self._device_constants = self._to_device([c._data for c in program.arg_constants])
         self._host_in_sync = True
@@ -377,6 +379,7 @@ class Session:
 
     def _weights_from_host(self) -> None:
         self._check_attached()
+        self._host_all_replicas.clear()  # every replica gets its group's host value
         self._device_state = self._variables_to_device(self._program.variables)
         self.transfers.weights_from_host += 1
 
@@ -401,6 +404,11 @@ class Session:
             else:
                 host = np.array(value) if self._donate else np.asarray(value)
             if self._global_replicas > 1:
+                if var.retrieval_mode == "all_replicas":
+                    # Replicas may have drifted apart within a group: keep each one's value.
+                    every = (float8_from_device(host, var.dtype) if var.dtype.is_float8
+                             else host)
+                    self._host_all_replicas[var] = every
                 host = replication.from_replicas(host, var.replica_grouping)
             if var.dtype.is_float8:
                 host = float8_from_device(host, var.dtype)
@@ -645,7 +653,10 @@ class Session:
             data = tensor._data
         else:
             data = self._host_weights[tensor]
-            if tensor.retrieval_mode == "all_replicas" and self._global_replicas > 1:
+            if tensor in self._host_all_replicas:
+                data = self._host_all_replicas[tensor]
+            elif tensor.retrieval_mode == "all_replicas" and self._global_replicas > 1:
+                # Not read back since the replicas took their group's value.
                 grouping = tensor.replica_grouping
                 if grouping.num_groups == 1:
                     data = np.broadcast_to(data, (self._global_replicas, *data.shape))
@@ -711,6 +722,7 @@ class Session:
             checked[tensor] = data
         with self._lock:
             for tensor, data in checked.items():
+                self._host_all_replicas.pop(tensor, None)
                 current = self._host_weights[tensor]
                 if isinstance(current, np.memmap):
                     np.copyto(current, data)

@@ -160,3 +160,24 @@ def test_the_data_parallel_example_trains_like_one_replica_on_the_whole_batch():
             assert abs(parallel - single) <= 1e-5 * abs(single), line
     difference = float(lines[-1].split(": ")[1])
     assert difference < 1e-5, lines[-1]
+
+
+def test_all_replicas_retrieval_returns_each_replicas_own_value():
+    ir = popxl.Ir(replication=R)
+    with ir.main_graph:
+        x = popxl.h2d_stream((), popxl.float32, name="x")
+        mine = popxl.variable(np.float32(1), name="mine", retrieval_mode="all_replicas")
+        first = popxl.variable(np.float32(1), name="first")
+        load = ops.host_load(x)
+        ops.var_updates.accumulate_(mine, load)
+        ops.var_updates.accumulate_(first, load)
+    data = np.arange(R, dtype=np.float32)
+    with popxl.Session(ir, "ipu_model") as session:
+        np.testing.assert_array_equal(session.get_tensor_data(mine), [1] * R)
+        session.run({x: data})
+        # The replicas drifted apart: each one's own value, in replica order...
+        np.testing.assert_array_equal(session.get_tensor_data(mine), 1 + data)
+        # ...while one_per_group reads the first replica of the (single) group.
+        assert float(session.get_tensor_data(first)) == 1.0
+        session.weights_from_host()  # every replica takes the host value again
+        np.testing.assert_array_equal(session.get_tensor_data(mine), [1] * R)
