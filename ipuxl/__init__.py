@@ -57,7 +57,13 @@ from ipuxl.streams import DeviceToHostStream, HostToDeviceStream, d2h_stream, h2
 from ipuxl.tensor import Constant as Constant
 from ipuxl.tensor import Tensor, TensorByRef, TensorSpec
 from ipuxl.tensor import Variable as Variable
-from ipuxl.tensor_factories import constant, graph_input, graph_output, variable
+from ipuxl.tensor_factories import (
+    constant,
+    graph_input,
+    graph_output,
+    remote_variable,
+    variable,
+)
 from ipuxl.tensor_location import (
     ReplicatedTensorSharding,
     TensorLocation,
@@ -78,7 +84,8 @@ __all__ = [
     # classes and factories
     "Graph", "Ir", "Module", "create_seeds", "RemoteBuffer", "remote_buffer",
     "ReplicaGrouping", "HostToDeviceStream", "DeviceToHostStream", "h2d_stream", "d2h_stream",
-    "Tensor", "variable", "constant", "graph_input", "graph_output", "TensorByRef",
+    "Tensor", "variable", "constant", "graph_input", "graph_output", "remote_variable",
+    "TensorByRef",
     "TensorSpec", "TensorStorage", "TensorLocation", "ReplicatedTensorSharding", "TileSet",
     "ExecutionContext", "Session",
 ]

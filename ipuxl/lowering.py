@@ -79,10 +79,15 @@ class StreamState:
     times (the main graph), and a traced int32 once a loop makes it dynamic.
     """
 
-    def __init__(self, inputs: dict[Any, jax.Array], outputs: Sequence[Any], slots: int):
+    def __init__(self, inputs: dict[Any, jax.Array], outputs: Sequence[Any], slots: int,
+                 remote: dict[Any, jax.Array] | None = None):
         self.inputs = inputs
         self.load_cursor: dict[Any, Any] = {s: 0 for s in inputs}
         self.slots = slots
+        # Remote buffers ([entries, *shape] per replica) travel with the output streams:
+        # a graph's "d2h" set also lists the buffers it reads or writes.
+        self.remote: dict[Any, jax.Array] = dict(remote or {})
+        outputs = _streams_only(outputs)
         self.buffers: dict[Any, jax.Array] = {
             s: jnp.zeros((slots, *s.shape), s.dtype.jax_dtype) for s in outputs
         }
@@ -93,15 +98,19 @@ class StreamState:
     def export(self, h2d: Sequence[Any], d2h: Sequence[Any]) -> tuple:
         """The state of the given streams as arrays (cursors become traced int32), to pass
         through a subgraph call, a loop or a branch."""
+        remote = tuple(self.remote[b] for b in d2h if _is_remote(b))
+        d2h = _streams_only(d2h)
         loads = tuple(jnp.asarray(self.load_cursor[s], jnp.int32) for s in h2d)
         stores = tuple(jnp.asarray(self.store_cursor[s], jnp.int32) for s in d2h)
         buffers = tuple(self.buffers[s] for s in d2h)
         written = tuple(self._written_mask(s) for s in d2h)
-        return loads, stores, buffers, written
+        return loads, stores, buffers, written, remote
 
     def restore(self, h2d: Sequence[Any], d2h: Sequence[Any], carry: tuple) -> None:
         """Take back the state :meth:`export` gave out, as updated by the callee."""
-        loads, stores, buffers, written = carry
+        loads, stores, buffers, written, remote = carry
+        self.remote.update(zip([b for b in d2h if _is_remote(b)], remote))
+        d2h = _streams_only(d2h)
         self.load_cursor.update(zip(h2d, loads))
         self.store_cursor.update(zip(d2h, stores))
         self.buffers.update(zip(d2h, buffers))
@@ -143,6 +152,7 @@ class StreamState:
     def static_snapshot(self, h2d: Sequence[Any], d2h: Sequence[Any]) -> tuple | None:
         """The cursors and written slots of these streams if all are still known at trace
         time, else None."""
+        d2h = _streams_only(d2h)
         loads = {s: self.load_cursor[s] for s in h2d}
         stores = {s: self.store_cursor[s] for s in d2h}
         written = {s: self.written[s] for s in d2h}
@@ -260,10 +270,26 @@ class GraphLowering:
             self.values[tensor] = value
 
 
+def _is_remote(entry: Any) -> bool:
+    from ipuxl.remote_buffer import RemoteBuffer
+
+    return isinstance(entry, RemoteBuffer)
+
+
+def _streams_only(entries: Sequence[Any]) -> tuple[Any, ...]:
+    return tuple(e for e in entries if not _is_remote(e))
+
+
+REMOTE_OPS = ("remote_load", "remote_load_", "remote_store")
+
+
 def graph_streams(graph: Any) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
-    """The h2d and d2h streams a graph loads or stores, itself or in graphs it calls."""
+    """The h2d and d2h streams a graph loads or stores, itself or in graphs it calls. The
+    d2h part also lists the remote buffers they read or write (after the streams): their
+    arrays are threaded through calls, loops and branches with the output streams."""
     loads: dict[Any, None] = {}
     stores: dict[Any, None] = {}
+    remote: dict[Any, None] = {}
     pending, seen = [graph], set()
     while pending:
         current = pending.pop()
@@ -275,8 +301,10 @@ def graph_streams(graph: Any) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
                 loads.setdefault(op.attrs["stream"], None)
             elif op.name == "host_store":
                 stores.setdefault(op.attrs["stream"], None)
+            elif op.name in REMOTE_OPS:
+                remote.setdefault(op.attrs["remote_buffer"], None)
             pending.extend(op.attrs.get("graphs", ()))
-    return tuple(loads), tuple(stores)
+    return tuple(loads), (*stores, *remote)
 
 
 _subgraph_traces: dict[tuple[int, str], int] = {}
@@ -359,6 +387,7 @@ class Program:
     """A lowered Ir: what the step function takes and returns, in order."""
 
     variables: tuple[Variable, ...]
+    remote_buffers: tuple[Any, ...]
     arg_constants: tuple[Constant, ...]
     inline_constants: tuple[Constant, ...]
     h2d_streams: tuple[Any, ...]
@@ -375,7 +404,9 @@ class Program:
             return jax.ShapeDtypeStruct(tuple(shape), dtype.jax_dtype)
 
         return (
-            tuple(spec(v.shape, v.dtype) for v in self.variables),
+            (*(spec(v.shape, v.dtype) for v in self.variables),
+             *(spec((b.entries, *b.tensor_shape), b.tensor_dtype)
+               for b in self.remote_buffers)),
             tuple(spec(c.shape, c.dtype) for c in self.arg_constants),
             tuple(spec((self.slots, *s.shape), s.dtype) for s in self.h2d_streams),
         )
@@ -389,7 +420,12 @@ def _is_64bit(tensor: Tensor) -> bool:
 def lower_ir(ir: Ir) -> Program:
     """Plan the step function of ``ir`` (tracing happens when it is compiled)."""
     main = ir.main_graph
-    variables = main.variables
+    # Remote variables live in a slot of their buffer, not as state of their own.
+    variables = tuple(v for v in main.variables if getattr(v, "_remote", None) is None)
+    remote_buffers = tuple(dict.fromkeys(
+        [op.attrs["remote_buffer"] for graph in ir.graphs for op in graph.ops
+         if op.name in REMOTE_OPS]
+        + [v._remote[0] for v in main.variables if getattr(v, "_remote", None) is not None]))
     constants = tuple(c for graph in ir.graphs for c in graph.constants)
     inline = tuple(c for c in constants if c.nelms <= INLINE_CONSTANT_LIMIT)
     passed = tuple(c for c in constants if c.nelms > INLINE_CONSTANT_LIMIT)
@@ -403,7 +439,8 @@ def lower_ir(ir: Ir) -> Program:
     def step(state: tuple, constant_args: tuple, inputs: tuple) -> tuple:
         global _trace_count
         _trace_count += 1
-        streams = StreamState(dict(zip(h2d, inputs)), d2h, ir.num_host_transfers)
+        streams = StreamState(dict(zip(h2d, inputs)), d2h, ir.num_host_transfers,
+                              dict(zip(remote_buffers, state[len(variables):])))
         constant_values = {c: jnp.asarray(v) for c, v in inline_values.items()}
         constant_values.update(zip(passed, constant_args))
         subgraphs = SubgraphFunctions(inline_values, passed, constant_args,
@@ -411,7 +448,8 @@ def lower_ir(ir: Ir) -> Program:
         lowering = GraphLowering(streams, dict(zip(variables, state)), constant_values,
                                  subgraphs)
         lowering.lower_ops(ops)
-        new_state = tuple(lowering.read(v) for v in variables)
+        new_state = (*(lowering.read(v) for v in variables),
+                     *(streams.remote[b] for b in remote_buffers))
         outputs = tuple(streams.buffers[s] for s in d2h)
         masks, static_written = [], []
         for stream in d2h:
@@ -424,7 +462,8 @@ def lower_ir(ir: Ir) -> Program:
         program.static_written = tuple(static_written)
         return new_state, outputs, tuple(masks)
 
-    program = Program(variables, passed, inline, h2d, d2h, ir.num_host_transfers, step,
+    program = Program(variables, remote_buffers, passed, inline, h2d, d2h,
+                      ir.num_host_transfers, step,
                       uses_64bit)
     return program
 
@@ -437,6 +476,8 @@ def fingerprint(ir: Ir, device: str) -> str:
     digest = hashlib.sha256()
     digest.update(format_ir(ir, locations=False, data=False).encode())
     digest.update(f"|{ir.num_host_transfers}|{ir.replication_factor}|{device}|".encode())
+    for buffer in ir._remote_buffers.values():
+        digest.update(f"|{buffer!r}|{buffer.meta_shape}".encode())
     for graph in ir.graphs:
         for const in graph.constants:
             if const.nelms <= INLINE_CONSTANT_LIMIT:

@@ -171,6 +171,11 @@ class Session:
             (host_buffers.StreamLayout.of(s, "output", self._slots, self._replicas), written)
             for s, written in zip(program.d2h_streams, self._static_written))
         self._host_weights: dict[Variable, np.ndarray] = {v: v._data for v in program.variables}
+        # Remote buffers: host copies [entries, *shape] ([R, entries, *shape] replicated),
+        # their slots filled from the remote variables that live in them.
+        self._remote_variables = {v: v._remote for v in ir.main_graph.variables
+                                  if getattr(v, "_remote", None) is not None}
+        self._host_buffers = {b: self._initial_buffer(b) for b in program.remote_buffers}
         # "all_replicas" variables as last read back: [R, *shape], each replica's value.
         self._host_all_replicas: dict[Variable, np.ndarray] = {}
         self._device_state: tuple[jax.Array, ...] | None = None
@@ -202,13 +207,34 @@ class Session:
             return replication.global_array(np.ascontiguousarray(data), placement)
         return jax.device_put(data, placement)
 
-    def _variables_to_device(self, variables: Iterable[Variable]) -> tuple[jax.Array, ...]:
-        """The host copies of ``variables`` on the device: ``[R, *shape]`` per variable
-        when replicated (each replica its group's value)."""
+    def _initial_buffer(self, buffer: Any) -> np.ndarray:
+        """A remote buffer's starting contents: zeros, and each remote variable's data in
+        its slot (per replica: each replica its group's value)."""
+        replicas = (self._global_replicas,) if self._global_replicas > 1 else ()
+        host = np.zeros((*replicas, buffer.entries, *buffer.tensor_shape),
+                        buffer.tensor_dtype.as_numpy())
+        for var, (owner, slot) in self._remote_variables.items():
+            if owner is buffer:
+                self._set_slot(host, var, slot, var._data)
+        return host
+
+    def _set_slot(self, host: np.ndarray, var: Variable, slot: int, data: np.ndarray) -> None:
+        if self._global_replicas > 1:
+            host[:, slot] = replication.to_replicas(data, var.replica_grouping,
+                                                    self._global_replicas)
+        else:
+            host[slot] = data
+
+    def _variables_to_device(self, variables: Iterable[Any]) -> tuple[jax.Array, ...]:
+        """The host copies of ``variables`` (and remote buffers) on the device:
+        ``[R, *shape]`` per variable when replicated (each replica its group's value)."""
         placement = self._shardings()[0]
         arrays = []
         with self._x64():
             for var in variables:
+                if var in self._host_buffers:  # already per replica
+                    arrays.append(self._put(self._host_buffers[var], placement))
+                    continue
                 data = host_to_device_array(self._host_weights[var])
                 if self._global_replicas > 1:
                     data = replication.to_replicas(data, var.replica_grouping,
@@ -259,7 +285,7 @@ class Session:
 
     def _build_executable(self) -> tuple[Any, tuple, tuple[int, ...]]:
         program = self._program
-        state_count = len(program.variables)
+        state_count = len(program.variables) + len(program.remote_buffers)
         constant_count = len(program.arg_constants)
         device_shapes = [self._global_shape(layout, device=True)
                          for layout in self._input_layouts]
@@ -380,7 +406,8 @@ class Session:
     def _weights_from_host(self) -> None:
         self._check_attached()
         self._host_all_replicas.clear()  # every replica gets its group's host value
-        self._device_state = self._variables_to_device(self._program.variables)
+        self._device_state = self._variables_to_device(
+            (*self._program.variables, *self._program.remote_buffers))
         self.transfers.weights_from_host += 1
 
     def weights_to_host(self) -> None:
@@ -418,6 +445,11 @@ class Session:
                 current.flush()
             else:
                 self._host_weights[var] = host.reshape(var.shape_on_host)
+        variable_count = len(self._program.variables)
+        for buffer, value in zip(self._program.remote_buffers,
+                                 self._device_state[variable_count:]):
+            self._host_buffers[buffer] = (replication.gather_global(value)
+                                          if self._processes > 1 else np.asarray(value))
         self._host_in_sync = True
         self.transfers.weights_to_host += 1
 
@@ -642,7 +674,8 @@ class Session:
             return {t: self._host_value(t) for t in tensors}
 
     def _check_known(self, tensor: Tensor) -> None:
-        if isinstance(tensor, Variable) and tensor not in self._host_weights:
+        if (isinstance(tensor, Variable) and tensor not in self._host_weights
+                and tensor not in self._remote_variables):
             raise ValueError(
                 f"Variable `{tensor.id}` is not part of this Session's program: it belongs to "
                 "another Ir or was created after the Session was built. Build a new Session."
@@ -652,8 +685,17 @@ class Session:
         if isinstance(tensor, Constant):
             data = tensor._data
         else:
-            data = self._host_weights[tensor]
-            if tensor in self._host_all_replicas:
+            data = self._host_weights.get(tensor)
+            if tensor in self._remote_variables:
+                buffer, slot = self._remote_variables[tensor]
+                host = self._host_buffers[buffer]
+                data = host[:, slot] if self._global_replicas > 1 else host[slot]
+                if self._global_replicas > 1:
+                    every = data
+                    data = replication.from_replicas(every, tensor.replica_grouping)
+                    if tensor.retrieval_mode == "all_replicas":
+                        data = every
+            elif tensor in self._host_all_replicas:
                 data = self._host_all_replicas[tensor]
             elif tensor.retrieval_mode == "all_replicas" and self._global_replicas > 1:
                 # Not read back since the replicas took their group's value.
@@ -723,6 +765,12 @@ class Session:
         with self._lock:
             for tensor, data in checked.items():
                 self._host_all_replicas.pop(tensor, None)
+                if tensor in self._remote_variables:
+                    buffer, slot = self._remote_variables[tensor]
+                    host = np.array(self._host_buffers[buffer])  # a writable copy
+                    self._set_slot(host, tensor, slot, data)
+                    self._host_buffers[buffer] = host
+                    continue
                 current = self._host_weights[tensor]
                 if isinstance(current, np.memmap):
                     np.copyto(current, data)
@@ -736,8 +784,10 @@ class Session:
         thereby reverts the others to stale host values)."""
         assert self._device_state is not None
         state = list(self._device_state)
-        indices = [i for i, var in enumerate(self._program.variables) if var in written]
-        uploaded = self._variables_to_device([self._program.variables[i] for i in indices])
+        keys = (*self._program.variables, *self._program.remote_buffers)
+        buffers = {self._remote_variables[v][0] for v in written if v in self._remote_variables}
+        indices = [i for i, key in enumerate(keys) if key in written or key in buffers]
+        uploaded = self._variables_to_device([keys[i] for i in indices])
         for i, array in zip(indices, uploaded):
             state[i] = array
         self._device_state = tuple(state)

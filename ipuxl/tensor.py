@@ -32,7 +32,13 @@ if TYPE_CHECKING:
     from ipuxl.ir import Ir
     from ipuxl.op import Op
     from ipuxl.replica_grouping import ReplicaGrouping
-    from ipuxl.tensor_factories import constant, graph_input, graph_output, variable
+    from ipuxl.tensor_factories import (
+        constant,
+        graph_input,
+        graph_output,
+        remote_variable,
+        variable,
+    )
 
 __all__ = [
     "Tensor",
@@ -51,9 +57,10 @@ __all__ = [
     "constant",
     "graph_input",
     "graph_output",
+    "remote_variable",
 ]
 
-_FACTORIES = ("variable", "constant", "graph_input", "graph_output")
+_FACTORIES = ("variable", "constant", "graph_input", "graph_output", "remote_variable")
 
 
 def __getattr__(name: str) -> Any:

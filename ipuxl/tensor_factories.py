@@ -27,7 +27,7 @@ from ipuxl.utils import downcast_np_dtypes, to_numpy
 if TYPE_CHECKING:
     from ipuxl.replica_grouping import ReplicaGrouping
 
-__all__ = ["variable", "constant", "graph_input", "graph_output"]
+__all__ = ["variable", "constant", "graph_input", "graph_output", "remote_variable"]
 
 _RETRIEVAL_MODES = ("one_per_group", "all_replicas")
 
@@ -231,3 +231,52 @@ def _check_memmap(data: np.memmap, dtype: dtypes.dtype | None, downcast: bool) -
             "Create the memmap C-contiguous with the variable's dtype and pass dtype=None or "
             "that dtype (and downcast=False for 64-bit data)."
         )
+
+
+def remote_variable(
+    data: Any,
+    remote_buffer: Any,
+    offset: int = 0,
+    dtype: dtypes.dtype | None = None,
+    name: str | None = None,
+    downcast: bool = True,
+    replica_grouping: ReplicaGrouping | None = None,
+    retrieval_mode: str | None = None,
+    log2_scale: int | None = None,
+    nan_on_overflow: bool | None = None,
+) -> Variable:
+    """A variable that lives in slot ``offset`` of ``remote_buffer`` (off-chip memory):
+    each replica's copy of the buffer starts with that replica's data (per group when
+    grouped). Programs read and write it with ``ops.remote_load`` / ``ops.remote_store``;
+    ``session.get_tensor_data`` / ``write_variable_data`` read and write the slot, with
+    the host shape of an ordinary variable.
+
+    Raises:
+        TypeError: ``remote_buffer`` is not a RemoteBuffer.
+        IndexError: ``offset`` is not a slot of the buffer.
+        ValueError: the data does not match the buffer's shape and dtype (and the errors
+            of :func:`variable`).
+    """
+    from ipuxl.host_values import index_argument
+    from ipuxl.remote_buffer import RemoteBuffer
+
+    if not isinstance(remote_buffer, RemoteBuffer):
+        raise TypeError(
+            "remote_variable needs a RemoteBuffer (from `popxl.remote_buffer(shape, dtype, "
+            f"entries)`), got {type(remote_buffer).__name__}."
+        )
+    slot = index_argument("offset", offset, "remote_variable")
+    if not 0 <= slot < remote_buffer.entries:
+        raise IndexError(
+            f"remote_variable: offset {slot} is not a slot of {remote_buffer!r}, which has "
+            f"{remote_buffer.entries} entries (0 to {remote_buffer.entries - 1})."
+        )
+    var = variable(data, dtype, name, downcast, replica_grouping, retrieval_mode, log2_scale,
+                   nan_on_overflow)
+    try:
+        remote_buffer.validate_tensor_matches_buffer(var)
+    except ValueError:
+        del var.graph._tensors[var.id]  # leave no half-made variable behind
+        raise
+    var._remote = (remote_buffer, slot)
+    return var

@@ -134,22 +134,24 @@ __all__ = [
     "logsumexp", "max", "mean", "median", "min", "prod", "sum", "sumsquare", "topk",
 ]
 
-# The NN, loss, convolution, pooling, resampling and random families export their ops
+# The NN, loss, convolution, pooling, resampling, random and remote families export their ops
 # through their modules' ``__all__`` (``ops.conv`` is the op, not the module).
 from ipuxl.ops import conv as _conv  # noqa: E402
 from ipuxl.ops import loss as _loss  # noqa: E402
 from ipuxl.ops import nn as _nn  # noqa: E402
 from ipuxl.ops import pool as _pool  # noqa: E402
 from ipuxl.ops import random as _random  # noqa: E402
+from ipuxl.ops import remote as _remote  # noqa: E402
 from ipuxl.ops import resize as _resize  # noqa: E402
 from ipuxl.ops.conv import *  # noqa: E402, F403
 from ipuxl.ops.loss import *  # noqa: E402, F403
 from ipuxl.ops.nn import *  # noqa: E402, F403
 from ipuxl.ops.pool import *  # noqa: E402, F403
 from ipuxl.ops.random import *  # noqa: E402, F403
+from ipuxl.ops.remote import *  # noqa: E402, F403
 from ipuxl.ops.resize import *  # noqa: E402, F403
 
-for _family in (_conv, _loss, _nn, _pool, _random, _resize):
+for _family in (_conv, _loss, _nn, _pool, _random, _remote, _resize):
     __all__ += _family.__all__
 del _family
 
