@@ -52,6 +52,11 @@ from ipuxl.module import Module
 from ipuxl.random_seed import create_seeds
 from ipuxl.remote_buffer import RemoteBuffer, remote_buffer
 from ipuxl.replica_grouping import ReplicaGrouping
+from ipuxl.replica_sharding import (
+    remote_replica_sharded_variable,
+    replica_sharded_buffer,
+    replica_sharded_variable,
+)
 from ipuxl.session import Session
 from ipuxl.streams import DeviceToHostStream, HostToDeviceStream, d2h_stream, h2d_stream
 from ipuxl.tensor import Constant as Constant
@@ -85,6 +90,7 @@ __all__ = [
     "Graph", "Ir", "Module", "create_seeds", "RemoteBuffer", "remote_buffer",
     "ReplicaGrouping", "HostToDeviceStream", "DeviceToHostStream", "h2d_stream", "d2h_stream",
     "Tensor", "variable", "constant", "graph_input", "graph_output", "remote_variable",
+    "remote_replica_sharded_variable", "replica_sharded_variable", "replica_sharded_buffer",
     "TensorByRef",
     "TensorSpec", "TensorStorage", "TensorLocation", "ReplicatedTensorSharding", "TileSet",
     "ExecutionContext", "Session",

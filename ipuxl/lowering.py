@@ -421,7 +421,9 @@ def lower_ir(ir: Ir) -> Program:
     """Plan the step function of ``ir`` (tracing happens when it is compiled)."""
     main = ir.main_graph
     # Remote variables live in a slot of their buffer, not as state of their own.
-    variables = tuple(v for v in main.variables if getattr(v, "_remote", None) is None)
+    # and the handle of a replica-sharded variable stands for its shard (a variable).
+    variables = tuple(v for v in main.variables if getattr(v, "_remote", None) is None
+                      and getattr(v, "_rts", None) is None)
     remote_buffers = tuple(dict.fromkeys(
         [op.attrs["remote_buffer"] for graph in ir.graphs for op in graph.ops
          if op.name in REMOTE_OPS]

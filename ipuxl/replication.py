@@ -179,3 +179,47 @@ def gather_global(array: jax.Array) -> np.ndarray:
     from jax.experimental import multihost_utils
 
     return np.asarray(multihost_utils.process_allgather(array, tiled=True))
+
+
+# ----------------------------------------------------------------------------- RTS
+# A replica-sharded (RTS) variable keeps one chunk of its value per replica: the value
+# flattened and zero-padded to a multiple of ``shard_over``, in chunks of
+# ``ceil(n / shard_over)``; the replica at index i within its group holds chunk
+# ``i % shard_over`` (so with ``shard_over`` below the group size the shards repeat).
+def _position_in_group(assignment: Sequence[int]) -> list[int]:
+    seen: dict[int, int] = {}
+    positions = []
+    for group in assignment:
+        positions.append(seen.get(group, 0))
+        seen[group] = positions[-1] + 1
+    return positions
+
+
+def shard_chunks(host: np.ndarray, grouping: Any, shard_over: int, replicas: int,
+                 shape: tuple[int, ...]) -> np.ndarray:
+    """The chunk each replica holds, ``[R, ceil(n / shard_over)]``, from the host data
+    (``shape``, or ``[G, *shape]`` with G groups)."""
+    per_replica = to_replicas(host, grouping, replicas).reshape(replicas, -1)
+    n = per_replica.shape[1]
+    chunk = -(-n // shard_over)
+    padded = np.zeros((replicas, chunk * shard_over), per_replica.dtype)
+    padded[:, :n] = per_replica
+    positions = np.asarray(_position_in_group(grouping.assignment)) % shard_over
+    return np.stack([padded[r, positions[r] * chunk:(positions[r] + 1) * chunk]
+                     for r in range(replicas)])
+
+
+def unshard(chunks: np.ndarray, grouping: Any, shard_over: int, shape: tuple[int, ...]
+            ) -> np.ndarray:
+    """The host data (``shape``, or ``[G, *shape]``) from every replica's chunk: for each
+    group, the chunks of its first ``shard_over`` replicas joined, padding dropped."""
+    assignment = list(grouping.assignment)
+    positions = _position_in_group(assignment)
+    n = int(np.prod(shape, dtype=np.int64))
+    values = []
+    for group in range(grouping.num_groups):
+        members = {positions[r]: r for r in range(len(assignment))
+                   if assignment[r] == group and positions[r] < shard_over}
+        joined = np.concatenate([chunks[members[i]] for i in range(shard_over)])
+        values.append(joined[:n].reshape(shape))
+    return values[0] if grouping.num_groups == 1 else np.stack(values)

@@ -175,6 +175,10 @@ class Session:
         # their slots filled from the remote variables that live in them.
         self._remote_variables = {v: v._remote for v in ir.main_graph.variables
                                   if getattr(v, "_remote", None) is not None}
+        # Replica-sharded variable handles, by the shard variable that holds them.
+        self._sharded = {v: v._rts for v in ir.main_graph.variables
+                         if getattr(v, "_rts", None) is not None
+                         and v._rts[0] in self._host_weights}
         self._host_buffers = {b: self._initial_buffer(b) for b in program.remote_buffers}
         # "all_replicas" variables as last read back: [R, *shape], each replica's value.
         self._host_all_replicas: dict[Variable, np.ndarray] = {}
@@ -219,7 +223,11 @@ class Session:
         return host
 
     def _set_slot(self, host: np.ndarray, var: Variable, slot: int, data: np.ndarray) -> None:
-        if self._global_replicas > 1:
+        over = getattr(var, "_rts_slot", None)
+        if over is not None:  # each replica's chunk of the value
+            host[:, slot] = replication.shard_chunks(data, var.replica_grouping, over,
+                                                     self._global_replicas, var.shape)
+        elif self._global_replicas > 1:
             host[:, slot] = replication.to_replicas(data, var.replica_grouping,
                                                     self._global_replicas)
         else:
@@ -675,7 +683,7 @@ class Session:
 
     def _check_known(self, tensor: Tensor) -> None:
         if (isinstance(tensor, Variable) and tensor not in self._host_weights
-                and tensor not in self._remote_variables):
+                and tensor not in self._remote_variables and tensor not in self._sharded):
             raise ValueError(
                 f"Variable `{tensor.id}` is not part of this Session's program: it belongs to "
                 "another Ir or was created after the Session was built. Build a new Session."
@@ -686,7 +694,16 @@ class Session:
             data = tensor._data
         else:
             data = self._host_weights.get(tensor)
-            if tensor in self._remote_variables:
+            if tensor in self._sharded:
+                shard, grouping, over = self._sharded[tensor]
+                data = replication.unshard(self._host_weights[shard], grouping, over,
+                                           tensor.shape)
+            elif tensor in self._remote_variables and hasattr(tensor, "_rts_slot"):
+                buffer, slot = self._remote_variables[tensor]
+                data = replication.unshard(self._host_buffers[buffer][:, slot],
+                                           tensor.replica_grouping, tensor._rts_slot,
+                                           tensor.shape)
+            elif tensor in self._remote_variables:
                 buffer, slot = self._remote_variables[tensor]
                 host = self._host_buffers[buffer]
                 data = host[:, slot] if self._global_replicas > 1 else host[slot]
@@ -761,6 +778,10 @@ class Session:
                     f'Copying to tensor {tensor.id} with "all_replicas" retreval mode is not yet '
                     "supported."
                 )
+            if tensor in self._sharded:  # written as the chunks of its shard
+                shard, grouping, over = self._sharded[tensor]
+                tensor, data = shard, replication.shard_chunks(
+                    data, grouping, over, self._global_replicas, tensor.shape)
             checked[tensor] = data
         with self._lock:
             for tensor, data in checked.items():

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from ipuxl.ir import Ir
     from ipuxl.op import Op
     from ipuxl.replica_grouping import ReplicaGrouping
+    from ipuxl.replica_sharding import remote_replica_sharded_variable, replica_sharded_variable
     from ipuxl.tensor_factories import (
         constant,
         graph_input,
@@ -58,9 +59,12 @@ __all__ = [
     "graph_input",
     "graph_output",
     "remote_variable",
+    "remote_replica_sharded_variable",
+    "replica_sharded_variable",
 ]
 
 _FACTORIES = ("variable", "constant", "graph_input", "graph_output", "remote_variable")
+_SHARDED_FACTORIES = ("remote_replica_sharded_variable", "replica_sharded_variable")
 
 
 def __getattr__(name: str) -> Any:
@@ -68,6 +72,10 @@ def __getattr__(name: str) -> Any:
         from ipuxl import tensor_factories
 
         return getattr(tensor_factories, name)
+    if name in _SHARDED_FACTORIES:
+        from ipuxl import replica_sharding
+
+        return getattr(replica_sharding, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

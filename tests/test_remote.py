@@ -139,3 +139,70 @@ def test_remote_misuse_is_refused(make, error, message):
         with pytest.raises(error, match=message):
             make(buffer, t)
         assert len(ir.main_graph.variables) == before
+
+
+# ----------------------------------------------------------------------------- RTS
+def test_a_sharded_variable_updated_in_place_reads_back_whole():
+    ir = popxl.Ir(replication=2)
+    with ir.main_graph:
+        w, shard = popxl.replica_sharded_variable(np.array([1, 2], np.float32), name="w")
+        x = popxl.h2d_stream((1,), popxl.float32, name="x")
+        ops.var_updates.accumulate_(shard, ops.host_load(x))
+    assert (w.shape, shard.shape) == ((2,), (1,))
+    with popxl.Session(ir, "ipu_model") as session:
+        session.run({x: np.array([[3], [4]], np.float32)})  # each replica adds its shard
+        np.testing.assert_array_equal(session.get_tensor_data(w), [4, 6])  # spec §13.5
+        session.write_variable_data(w, np.array([10, 20], np.float32))
+        session.run({x: np.ones((2, 1), np.float32)})
+        np.testing.assert_array_equal(session.get_tensor_data(w), [11, 21])
+
+
+def test_shards_repeat_within_a_group_and_are_padded():
+    ir = popxl.Ir(replication=4)
+    with ir.main_graph:
+        w, shard = popxl.replica_sharded_variable(np.array([1, 2, 3], np.float32),
+                                                  shard_over=2, name="w")
+        out = popxl.d2h_stream((2,), popxl.float32, name="out")
+        ops.host_store(out, shard + 0.0)
+    with popxl.Session(ir, "ipu_model") as session:
+        np.testing.assert_array_equal(session.run()[out], [[1, 2], [3, 0], [1, 2], [3, 0]])
+        np.testing.assert_array_equal(session.get_tensor_data(w), [1, 2, 3])
+
+
+def test_remote_sharded_variables_live_in_buffer_slots_per_group():
+    ir = popxl.Ir(replication=4)
+    with ir.main_graph:
+        grouping = ir.replica_grouping(group_size=2)
+        buffer = popxl.replica_sharded_buffer((2, 3), popxl.float32, grouping)
+        assert buffer.tensor_shape == (2,) and tuple(buffer.meta_shape) == (3,)
+        data = np.arange(6, dtype=np.float32).reshape(2, 3)
+        v = popxl.remote_replica_sharded_variable(data, buffer, 0, replica_grouping=grouping)
+        y = popxl.d2h_stream((2,), popxl.float32, name="y")
+        with popxl.in_sequence():
+            shard = ops.remote_load(buffer, 0)
+            ops.host_store(y, shard)
+            ops.remote_store(buffer, 0, shard * 2.0)
+            gathered = ops.collectives.replicated_all_gather(shard, group=grouping)
+        assert gathered.shape == (3,)  # "auto": the shards' meta shape, padding dropped
+    with popxl.Session(ir, "ipu_model") as session:
+        np.testing.assert_array_equal(session.run()[y], [[0, 1], [2, 0], [3, 4], [5, 0]])
+        np.testing.assert_array_equal(session.get_tensor_data(v), data * 2)
+
+
+@pytest.mark.parametrize("make, error, message", [
+    (lambda ir: popxl.replica_sharded_variable(np.zeros(2, np.float32)), ValueError,
+     r"^The IR's global replication factor is 1\. It must be greater than 1"),
+    (lambda ir: popxl.replica_sharded_buffer((4,), popxl.float32, shard_over=8), ValueError,
+     r"^The sharding group size \(8\) must be less than or equal to the replica group size"),
+    (lambda ir: popxl.replica_sharded_buffer((4,), popxl.float32, shard_over=3), ValueError,
+     r"^The replica group size \(4\) must be divisible by the sharding group size \(3\)"),
+    (lambda ir: popxl.remote_replica_sharded_variable(
+        np.zeros(5, np.float32), popxl.replica_sharded_buffer((4,), popxl.float32)),
+     ValueError, r"^Cannot use RemoteBuffer\[id=1.*for replica sharded variable"),
+])
+def test_sharding_errors(make, error, message):
+    replicas = 1 if "global replication factor is 1" in message else 4
+    ir = popxl.Ir(replication=replicas)
+    with ir.main_graph:
+        with pytest.raises(error, match=message):
+            make(ir)
