@@ -206,3 +206,27 @@ def test_sharding_errors(make, error, message):
     with ir.main_graph:
         with pytest.raises(error, match=message):
             make(ir)
+
+
+def test_exchange_transforms_io_tiles_and_grouped_memmaps(tmp_path):
+    path = tmp_path / "m.bin"
+    np.arange(4, dtype=np.float32).tofile(path)
+    ir = popxl.Ir(replication=2)
+    with ir.main_graph:
+        buffer = popxl.remote_buffer((2,), popxl.float32, entries=2)
+        popxl.remote_variable(np.ones(2, np.float32), buffer, 0)
+        y = popxl.d2h_stream((2,), popxl.float32, name="y")
+        with popxl.transforms.merge_exchange(), popxl.in_sequence():
+            loaded = ops.remote_load(buffer, 0)
+            ops.remote_store(buffer, 1, loaded * 3.0)
+        with popxl.io_tiles():
+            ops.host_store(y, ops.remote_load(buffer, 1))
+        per_replica = np.memmap(path, np.float32, "r+", shape=(2, 2))
+        m = popxl.variable(per_replica, name="m", replica_grouping=ir.replica_grouping(1, 1))
+        z = popxl.d2h_stream((2,), popxl.float32, name="z")
+        ops.host_store(z, ops.var_updates.accumulate_(m, popxl.constant(np.ones(2, np.float32))))
+    with popxl.Session(ir, "ipu_model") as session:
+        out = session.run()
+    np.testing.assert_array_equal(out[y], np.full((2, 2), 3.0))
+    np.testing.assert_array_equal(out[z], [[1, 2], [3, 4]])
+    np.testing.assert_array_equal(np.fromfile(path, np.float32), [1, 2, 3, 4])  # flushed
