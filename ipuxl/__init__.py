@@ -54,8 +54,10 @@ from ipuxl.remote_buffer import RemoteBuffer, remote_buffer
 from ipuxl.replica_grouping import ReplicaGrouping
 from ipuxl.replica_sharding import (
     remote_replica_sharded_variable,
-    replica_sharded_buffer,
     replica_sharded_variable,
+)
+from ipuxl.replica_sharding import (
+    replica_sharded_buffer as replica_sharded_buffer,  # importable, not in PopXL's __all__
 )
 from ipuxl.session import Session
 from ipuxl.streams import DeviceToHostStream, HostToDeviceStream, d2h_stream, h2d_stream
@@ -90,7 +92,7 @@ __all__ = [
     "Graph", "Ir", "Module", "create_seeds", "RemoteBuffer", "remote_buffer",
     "ReplicaGrouping", "HostToDeviceStream", "DeviceToHostStream", "h2d_stream", "d2h_stream",
     "Tensor", "variable", "constant", "graph_input", "graph_output", "remote_variable",
-    "remote_replica_sharded_variable", "replica_sharded_variable", "replica_sharded_buffer",
+    "remote_replica_sharded_variable", "replica_sharded_variable",
     "TensorByRef",
     "TensorSpec", "TensorStorage", "TensorLocation", "ReplicatedTensorSharding", "TileSet",
     "ExecutionContext", "Session",
