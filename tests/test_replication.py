@@ -181,3 +181,20 @@ def test_all_replicas_retrieval_returns_each_replicas_own_value():
         assert float(session.get_tensor_data(first)) == 1.0
         session.weights_from_host()  # every replica takes the host value again
         np.testing.assert_array_equal(session.get_tensor_data(mine), [1] * R)
+
+
+def test_256_replicas_run_on_one_cpu():
+    replicas = 256
+    ir = popxl.Ir(replication=replicas)
+    with ir.main_graph:
+        x = popxl.h2d_stream((4,), popxl.float32, name="x")
+        w = popxl.variable(np.full(4, 2, np.float32), name="w")
+        y = popxl.d2h_stream((4,), popxl.float32, name="y")
+        scaled = ops.host_load(x) * w
+        ops.host_store(y, ops.collectives.replicated_all_reduce(scaled, op="mean"))
+    data = np.random.default_rng(0).random((replicas, 4), dtype=np.float32)
+    with popxl.Session(ir, "ipu_model") as session:
+        out = session.run({x: data})[y]
+    assert out.shape == (replicas, 4)
+    reference = (data.astype(np.float64) * 2).mean(axis=0)
+    np.testing.assert_allclose(out, np.broadcast_to(reference, out.shape), rtol=1e-5)
