@@ -143,9 +143,13 @@ def test_ctrl_c_during_a_repeat_with_print_tensor_raises_keyboard_interrupt():
     assert done.returncode == 0, done.stderr[-2000:]
     lines = done.stdout.splitlines()
     assert lines[0] == "finished 100000.0"
-    assert lines[1].startswith("KeyboardInterrupt: The run was interrupted (Ctrl-C during a "
-                               "host callback). The variables keep their values from before "
-                               "the run"), lines
+    # Almost always the signal lands in a print callback (the run prints 100,000 lines);
+    # on a very slow machine it may land before, which is a plain KeyboardInterrupt.
+    assert lines[1].startswith("KeyboardInterrupt:"), lines
+    if "host callback" in lines[1]:
+        assert lines[1].startswith(
+            "KeyboardInterrupt: The run was interrupted (Ctrl-C during a host callback). The "
+            "variables keep their values from before the run"), lines
     assert lines[2] == "after 100000.0"  # the last finished run, not the initial value
     assert lines[3] == "again 200000.0"
     assert "poplar_application_runtime_error" not in done.stderr
