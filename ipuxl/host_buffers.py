@@ -36,6 +36,8 @@ __all__ = [
     "to_executable_input",
     "output_array",
     "write_slots",
+    "not_a_mapping",
+    "check_output_array",
 ]
 
 
@@ -263,3 +265,37 @@ def write_slots(layout: StreamLayout, result: np.ndarray, out: np.ndarray,
     slot_shape = target.shape[1:]
     for slot in slot_list:
         target[slot] = result[slot].reshape(slot_shape)
+
+
+def not_a_mapping(name: str, value: Any) -> str:
+    return (
+        f"`{name}` must be a mapping from each stream to its host array, like "
+        f"`{{x_stream: np.array(...)}}`; got {type(value).__name__}. Key the arrays by "
+        "the streams returned by `popxl.h2d_stream` / `popxl.d2h_stream`."
+    )
+
+
+def check_output_array(layout: StreamLayout, array: Any) -> None:
+    """An output array of ``run_with_outputs`` must take the results as they are: the
+    stream's host shape and dtype (or, for float8, its uint8 bytes), and writable (checked
+    before the run, so a bad array never costs the run's results)."""
+    stream_id = layout.stream.tensor_id
+    if not isinstance(array, np.ndarray):
+        raise TypeError(
+            f"The output array for stream {stream_id} must be a numpy array; got "
+            f"{type(array).__name__}. Make the arrays with `session.create_host_outputs()`."
+        )
+    check_array_shape(layout, array)
+    if array.dtype != layout.host_dtype and not (layout.is_float8 and array.dtype == np.uint8):
+        raise TypeError(
+            f"The output array for stream {stream_id} has dtype {array.dtype}, but the stream "
+            f"gives {layout.host_dtype}; results are never converted on the way out. Use "
+            f"`np.zeros({layout.host_shape}, {layout.host_dtype})` or "
+            "`session.create_host_outputs()`."
+        )
+    if not array.flags.writeable:
+        raise ValueError(
+            f"The output array for stream {stream_id} is read-only, so the run could not "
+            "write its results into it. Pass a writable array (`array.copy()`, or "
+            "`session.create_host_outputs()`)."
+        )

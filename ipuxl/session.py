@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import math
 import os
 import sys
 import threading
@@ -40,7 +39,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from ipuxl import host_buffers, host_values, replication
+from ipuxl import devices, host_buffers, host_values, replication
 from ipuxl.executable_cache import EXECUTABLES
 from ipuxl.fp8_utils import float8_from_device
 from ipuxl.host_callbacks import has_callbacks, interrupts_noted, take_interrupt
@@ -129,7 +128,7 @@ class Session:
                 "a Session."
             )
         verify_ir(ir)
-        self._device = _select_device(device_desc, _devices_needed(ir))
+        self._device = devices.select_device(device_desc, devices.devices_needed(ir))
         self._device_desc = device_desc
         self._version = ir._version
         self._slots = ir.num_host_transfers
@@ -140,7 +139,7 @@ class Session:
         self._processes = ir._topology.num_instances if ir._topology is not None else 1
         self._mode, self._mesh = None, None
         if self._global_replicas > 1:
-            devices = jax.devices(self._device.platform)
+            available = jax.devices(self._device.platform)
             if self._processes > 1 and replication_mode not in (None, "shard_map"):
                 raise ValueError(
                     f"A program run by {self._processes} processes needs replication mode "
@@ -149,9 +148,9 @@ class Session:
                 )
             self._mode = replication.choose_mode(
                 "shard_map" if self._processes > 1 else replication_mode,
-                self._global_replicas, devices)
+                self._global_replicas, available)
             if self._mode == "shard_map":
-                self._mesh = replication.replica_mesh(devices, self._global_replicas)
+                self._mesh = replication.replica_mesh(available, self._global_replicas)
         self._program = lower_ir(ir)
         self._uses_64bit = self._program.uses_64bit
         self._has_callbacks = has_callbacks(ir)
@@ -159,7 +158,7 @@ class Session:
         self._input_layouts = tuple(
             host_buffers.StreamLayout.of(s, "input", self._slots, self._replicas)
             for s in program.h2d_streams)
-        _check_host_memory(program, self._slots, self._global_replicas, self._device)
+        devices.check_host_memory(program, self._slots, self._global_replicas, self._device)
         self._call, self._static_written, self._updated = self._compile()
         # Only now, with nothing left to fail, is the Ir marked as built.
         ir._prepared = True
@@ -527,7 +526,7 @@ class Session:
         """
         inputs = {} if inputs is None else inputs
         if not isinstance(inputs, Mapping):
-            raise TypeError(_not_a_mapping("inputs", inputs))
+            raise TypeError(host_buffers.not_a_mapping("inputs", inputs))
         # PopXL's order: all input checks, then all output checks.
         if inputs.keys() != self._expected_inputs:
             host_buffers.check_stream_set("input", self._expected_inputs, inputs)
@@ -546,10 +545,10 @@ class Session:
                              in zip(self._input_layouts, device_inputs)]
         if outputs is not None:
             if not isinstance(outputs, Mapping):
-                raise TypeError(_not_a_mapping("outputs", outputs))
+                raise TypeError(host_buffers.not_a_mapping("outputs", outputs))
             host_buffers.check_stream_set("output", self._expected_outputs, outputs)
             for layout, _ in self._output_layouts:
-                _check_output_array(layout, outputs[layout.stream])
+                host_buffers.check_output_array(layout, outputs[layout.stream])
         state = self._device_state
         try:
             if self._has_callbacks:
@@ -813,97 +812,3 @@ class Session:
             state[i] = array
         self._device_state = tuple(state)
         self.transfers.weights_from_host += 1
-
-
-def _devices_needed(ir: Ir) -> int:
-    max_ipu = max((op.ipu for graph in ir.graphs for op in graph.ops), default=0)
-    return 2 ** math.ceil(math.log2((max_ipu + 1) * ir.instance_replication_factor))
-
-
-def _select_device(device_desc: str, needed: int) -> jax.Device:
-    if device_desc == "cpu":
-        if needed > 1:
-            raise ValueError(
-                f"For a cpu device, multiple devices (provided: {needed}) are not supported. "
-                "Use device_desc='ipu_model' for programs on several IPUs or replicas."
-            )
-        return jax.devices("cpu")[0]
-    if device_desc == "ipu_model":
-        return jax.devices()[0]
-    if device_desc == "ipu_hw":
-        raise RuntimeError(
-            f"Failed to acquire device with {needed} IPUs: ipuxl has no IPU hardware backend. "
-            "Use device_desc='ipu_model' (the simulated IPU, on JAX's default device) or "
-            "'cpu'."
-        )
-    raise ValueError(
-        f"Incorrect device type provided: {device_desc}, must be one of: `ipu_hw`, "
-        "`ipu_model`, `cpu`"
-    )
-
-
-def _not_a_mapping(name: str, value: Any) -> str:
-    return (
-        f"`{name}` must be a mapping from each stream to its host array, like "
-        f"`{{x_stream: np.array(...)}}`; got {type(value).__name__}. Key the arrays by "
-        "the streams returned by `popxl.h2d_stream` / `popxl.d2h_stream`."
-    )
-
-
-def _check_output_array(layout: host_buffers.StreamLayout, array: Any) -> None:
-    """An output array of ``run_with_outputs`` must take the results as they are: the
-    stream's host shape and dtype (or, for float8, its uint8 bytes), and writable (checked
-    before the run, so a bad array never costs the run's results)."""
-    stream_id = layout.stream.tensor_id
-    if not isinstance(array, np.ndarray):
-        raise TypeError(
-            f"The output array for stream {stream_id} must be a numpy array; got "
-            f"{type(array).__name__}. Make the arrays with `session.create_host_outputs()`."
-        )
-    host_buffers.check_array_shape(layout, array)
-    if array.dtype != layout.host_dtype and not (layout.is_float8 and array.dtype == np.uint8):
-        raise TypeError(
-            f"The output array for stream {stream_id} has dtype {array.dtype}, but the stream "
-            f"gives {layout.host_dtype}; results are never converted on the way out. Use "
-            f"`np.zeros({layout.host_shape}, {layout.host_dtype})` or "
-            "`session.create_host_outputs()`."
-        )
-    if not array.flags.writeable:
-        raise ValueError(
-            f"The output array for stream {stream_id} is read-only, so the run could not "
-            "write its results into it. Pass a writable array (`array.copy()`, or "
-            "`session.create_host_outputs()`)."
-        )
-
-
-def _check_host_memory(program: Any, slots: int, replicas: int, device: jax.Device) -> None:
-    """Refuse, before compiling, a program whose variables and outputs alone cannot fit in
-    this machine's memory (the run would otherwise be killed by the operating system).
-
-    On the CPU each variable has a device and a host copy (per replica), each output
-    stream a device buffer and a host array.
-    """
-    if device.platform != "cpu":
-        return
-    total = _physical_memory_bytes()
-    if total is None:
-        return
-    variable_bytes = replicas * sum(v.nelms * v.dtype.itemsize for v in program.variables)
-    output_bytes = sum(math.prod(s.shape) * s.dtype.itemsize * slots * replicas
-                       for s in program.d2h_streams)
-    needed = 2 * (variable_bytes + output_bytes)
-    if needed > total:
-        raise MemoryError(
-            f"The program needs at least {needed / 2**30:.1f} GiB of host memory (variables "
-            f"{variable_bytes / 2**30:.1f} GiB and output streams {output_bytes / 2**30:.1f} "
-            f"GiB, each with a device and a host copy), but this machine has "
-            f"{total / 2**30:.1f} GiB. Make the tensors smaller, or store fewer or smaller "
-            "results to the host."
-        )
-
-
-def _physical_memory_bytes() -> int | None:
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return None
