@@ -11,6 +11,9 @@
 * The step returns one array ``[num_host_transfers, *shape]`` per used d2h stream, and,
   for a stream whose store slots are only known at run time, a bool mask of the slots
   written.
+* Remote buffers are state too, after the variables: one array ``[entries, *shape]`` per
+  buffer the program uses. Their current values travel with the d2h streams in
+  :class:`StreamState` (``remote``), through subgraph calls, loops and branches.
 
 Graphs lower through :class:`GraphLowering`, which keeps the value of every tensor that
 owns its memory ("root" tensors) and computes aliases (views and in-place outputs) from
@@ -34,6 +37,9 @@ from jax import lax
 from ipuxl.fp8_utils import float8_to_device_bits
 from ipuxl.ir import Ir
 from ipuxl.op import Op
+from ipuxl.ops.remote import check_no_direct_reads
+from ipuxl.remote_buffer import RemoteBuffer, remote_slot
+from ipuxl.replica_sharding import shards_of
 from ipuxl.streams import used_streams
 from ipuxl.tensor import Constant, Tensor, Variable
 
@@ -201,9 +207,8 @@ def stream_advance(graph: Any) -> StreamAdvance | None:
                 loads[stream] = loads.get(stream, 0) + times * n
             for stream, n in inner.stores.items():
                 stores[stream] = stores.get(stream, 0) + times * n
-        elif op.attrs.get("graphs") and any(graph_streams(g) != ((), ())
-                                            for g in op.attrs["graphs"]):
-            return None
+        elif op.attrs.get("graphs") and any(_uses_host_streams(g) for g in op.attrs["graphs"]):
+            return None  # a branch: how often it runs is only known at run time
     return StreamAdvance(loads, stores)
 
 
@@ -271,8 +276,6 @@ class GraphLowering:
 
 
 def _is_remote(entry: Any) -> bool:
-    from ipuxl.remote_buffer import RemoteBuffer
-
     return isinstance(entry, RemoteBuffer)
 
 
@@ -305,6 +308,13 @@ def graph_streams(graph: Any) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
                 remote.setdefault(op.attrs["remote_buffer"], None)
             pending.extend(op.attrs.get("graphs", ()))
     return tuple(loads), (*stores, *remote)
+
+
+def _uses_host_streams(graph: Any) -> bool:
+    """Whether ``graph`` or a graph it calls loads or stores a host stream (remote
+    buffers have no cursors, so they do not count)."""
+    h2d, d2h = graph_streams(graph)
+    return bool(h2d or _streams_only(d2h))
 
 
 _subgraph_traces: dict[tuple[int, str], int] = {}
@@ -420,14 +430,19 @@ def _is_64bit(tensor: Tensor) -> bool:
 def lower_ir(ir: Ir) -> Program:
     """Plan the step function of ``ir`` (tracing happens when it is compiled)."""
     main = ir.main_graph
-    # Remote variables live in a slot of their buffer, not as state of their own.
-    # and the handle of a replica-sharded variable stands for its shard (a variable).
-    variables = tuple(v for v in main.variables if getattr(v, "_remote", None) is None
-                      and getattr(v, "_rts", None) is None)
+    check_no_direct_reads(ir)
+    # Remote variables live in a slot of their buffer, not as state of their own, and
+    # the handle of a replica-sharded variable stands for its shard (a variable).
+    variables = tuple(v for v in main.variables
+                      if remote_slot(v) is None and shards_of(v) is None)
     remote_buffers = tuple(dict.fromkeys(
         [op.attrs["remote_buffer"] for graph in ir.graphs for op in graph.ops
          if op.name in REMOTE_OPS]
-        + [v._remote[0] for v in main.variables if getattr(v, "_remote", None) is not None]))
+        + [remote_slot(v).buffer for v in main.variables if remote_slot(v) is not None]))
+    # A buffer no op stores to comes back as the very input it was (even though calls,
+    # loops and branches carry it), so the Session neither returns nor copies it.
+    stored = {op.attrs["remote_buffer"] for graph in ir.graphs for op in graph.ops
+              if op.name == "remote_store"}
     constants = tuple(c for graph in ir.graphs for c in graph.constants)
     inline = tuple(c for c in constants if c.nelms <= INLINE_CONSTANT_LIMIT)
     passed = tuple(c for c in constants if c.nelms > INLINE_CONSTANT_LIMIT)
@@ -450,8 +465,10 @@ def lower_ir(ir: Ir) -> Program:
         lowering = GraphLowering(streams, dict(zip(variables, state)), constant_values,
                                  subgraphs)
         lowering.lower_ops(ops)
+        buffers = state[len(variables):]
         new_state = (*(lowering.read(v) for v in variables),
-                     *(streams.remote[b] for b in remote_buffers))
+                     *(streams.remote[b] if b in stored else old
+                       for b, old in zip(remote_buffers, buffers)))
         outputs = tuple(streams.buffers[s] for s in d2h)
         masks, static_written = [], []
         for stream in d2h:

@@ -10,7 +10,8 @@ with a worked example, is in ``docs/ir.md``. In short::
       h2d_stream <name>: <type>
       d2h_stream <name>: <type>
       remote_buffer(<id>): <type> entries=<n>
-      variable <name>: <type> = <data> [{replica_grouping=..., retrieval_mode=...}]
+      variable <name>: <type> = <data> [{replica_grouping=..., retrieval_mode=...,
+                                         remote=remote_buffer(<id>)[<slot>], shard=...}]
       constant <name>: <type> = <data>
       %<k> <out>: <type>, ... = <op>[<attr>=<value>, ...](<input>, ...) [{<note>, ...}]
           # <file>:<line>   (the source comment ends the op's line)
@@ -59,7 +60,8 @@ import numpy as np
 from ipuxl.dtypes import dtype, float32
 from ipuxl.graph import Graph
 from ipuxl.op import Op
-from ipuxl.remote_buffer import RemoteBuffer
+from ipuxl.remote_buffer import RemoteBuffer, remote_slot
+from ipuxl.replica_sharding import shards_of
 from ipuxl.streams import DeviceToHostStream, HostToDeviceStream
 from ipuxl.tensor import Tensor
 from ipuxl.verify import written_tensors
@@ -220,6 +222,14 @@ def _main_declarations(graph: Graph, data: bool) -> list[str]:
             notes.append(f"replica_grouping={var.replica_grouping!r}")
         if var.retrieval_mode != "one_per_group":
             notes.append(f"retrieval_mode={var.retrieval_mode}")
+        place = remote_slot(var)
+        if place is not None:
+            notes.append(f"remote={format_value(place.buffer)}[{place.slot}]")
+            if place.shard_over is not None:
+                notes.append(f"shard_over={place.shard_over}")
+        shards = shards_of(var)
+        if shards is not None:
+            notes.append(f"shard={shards.shard.name}, shard_over={shards.shard_over}")
         lines.append(f"{line} {{{', '.join(notes)}}}" if notes else line)
     return lines
 

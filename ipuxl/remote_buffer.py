@@ -1,18 +1,20 @@
 """Remote buffers: off-chip memory with ``entries`` slots of one tensor type.
 
-Every replica has its own copy of every buffer; slots persist across runs. The ops that
-load and store them (``ops.remote_load``, ``ops.remote_store``) come with replication.
+Every replica has its own copy of every buffer; slots persist across runs (the Session
+keeps them on the device). ``ops.remote_load`` and ``ops.remote_store`` read and write
+them; ``popxl.remote_variable`` gives a slot an initial value the Session can read back.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from ipuxl import dtypes
 from ipuxl.context import get_current_context
 
-__all__ = ["RemoteBuffer", "remote_buffer"]
+__all__ = ["RemoteBuffer", "remote_buffer", "RemoteSlot", "remote_slot"]
 
 
 def _check_entries(entries: int) -> int:
@@ -44,7 +46,14 @@ class RemoteBuffer:
         self._tensor_dtype = tensor_dtype
         self._entries = _check_entries(entries)
         self.meta_shape: tuple[int, ...] = ()
+        # Set by replica_sharded_buffer: the replicas each value in it is sharded over.
+        self._shard_over: int | None = None
         buffers[self._remote_buffer_id] = self
+
+    @property
+    def ir(self) -> Any:
+        """The Ir the buffer belongs to."""
+        return self._ir
 
     @property
     def remote_buffer_id(self) -> int:
@@ -100,3 +109,19 @@ def remote_buffer(tensor_shape: Iterable[int], tensor_dtype: dtypes.dtype, entri
                   ) -> RemoteBuffer:
     """A new remote buffer with ``entries`` slots (default 1)."""
     return RemoteBuffer(tensor_shape, tensor_dtype, entries)
+
+
+@dataclass(frozen=True)
+class RemoteSlot:
+    """Where a remote variable lives: slot ``slot`` of each replica's copy of ``buffer``.
+    ``shard_over`` is set for a replica-sharded remote variable, whose slot holds each
+    replica's chunk of the value."""
+
+    buffer: RemoteBuffer
+    slot: int
+    shard_over: int | None = None
+
+
+def remote_slot(tensor: Any) -> RemoteSlot | None:
+    """The slot a remote variable lives in; None for any other tensor."""
+    return getattr(tensor, "_remote_slot", None)

@@ -23,13 +23,15 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ipuxl import dtypes
 from ipuxl.context import get_current_context
-from ipuxl.remote_buffer import RemoteBuffer, remote_buffer
+from ipuxl.op import check_same_ir
+from ipuxl.remote_buffer import RemoteBuffer, RemoteSlot, remote_buffer
 from ipuxl.replication import shard_chunks
 from ipuxl.tensor import Tensor, Variable, checked_shape
 from ipuxl.tensor_factories import variable
@@ -38,7 +40,23 @@ if TYPE_CHECKING:
     from ipuxl.replica_grouping import ReplicaGrouping
 
 __all__ = ["replica_sharded_buffer", "remote_replica_sharded_variable",
-           "replica_sharded_variable"]
+           "replica_sharded_variable", "Shards", "shards_of"]
+
+
+@dataclass(frozen=True)
+class Shards:
+    """Where the value of a replica-sharded variable handle lives: ``shard``, a variable
+    holding each replica's chunk, cut over ``shard_over`` replicas of each group of
+    ``grouping``."""
+
+    shard: Variable
+    grouping: ReplicaGrouping
+    shard_over: int
+
+
+def shards_of(tensor: Any) -> Shards | None:
+    """The shards of a replica-sharded variable handle; None for any other tensor."""
+    return getattr(tensor, "_shards", None)
 
 
 def _shard_over(grouping: ReplicaGrouping, shard_over: int | None) -> int:
@@ -108,7 +126,11 @@ def remote_replica_sharded_variable(
     holds its chunk. The handle keeps the full shape.
 
     Raises:
-        ValueError: the Ir is not replicated, or the buffer already holds another shape.
+        TypeError: ``remote_buffer`` is not a RemoteBuffer.
+        IndexError: ``offset`` is not a slot of the buffer.
+        ValueError: the Ir is not replicated; the buffer is in another Ir, already holds
+            shards of another shape, or is sharded over more replicas than the
+            grouping's groups have.
     """
     from ipuxl.host_values import index_argument
 
@@ -119,6 +141,10 @@ def remote_replica_sharded_variable(
             "remote_replica_sharded_variable needs a RemoteBuffer (from "
             f"`popxl.replica_sharded_buffer`), got {type(remote_buffer).__name__}."
         )
+    check_same_ir(get_current_context().graph,
+                  f"remote_replica_sharded_variable: {remote_buffer!r}", remote_buffer.ir,
+                  "Remote buffers cannot cross Irs: create the buffer in the Ir of the "
+                  "variable.")
     slot = index_argument("offset", offset, "remote_replica_sharded_variable")
     if not 0 <= slot < remote_buffer.entries:
         raise IndexError(
@@ -126,7 +152,7 @@ def remote_replica_sharded_variable(
             f"{remote_buffer!r}, which has {remote_buffer.entries} entries."
         )
     grouping = replica_grouping or ir.replica_grouping()
-    over = getattr(remote_buffer, "_shard_over", None) or grouping.group_size
+    over = _shard_over(grouping, remote_buffer._shard_over)
     var = variable(data, dtype, name, downcast, grouping, retrieval_mode, log2_scale,
                    nan_on_overflow)
     try:
@@ -141,8 +167,7 @@ def remote_replica_sharded_variable(
         del var.graph._tensors[var.id]  # leave no half-made variable behind
         raise
     remote_buffer.meta_shape = var.shape
-    var._remote = (remote_buffer, slot)
-    var._rts_slot = over
+    var._remote_slot = RemoteSlot(remote_buffer, slot, over)
     return var
 
 
@@ -168,5 +193,5 @@ def replica_sharded_variable(
     chunks = shard_chunks(handle._data, grouping, over, ir.replication_factor, handle.shape)
     shard = variable(chunks, handle.dtype, f"{handle.name}_shard", False,
                      ir.replica_grouping(group_size=1))
-    handle._rts = (shard, grouping, over)  # the handle keeps the full shape
+    handle._shards = Shards(shard, grouping, over)  # the handle keeps the full shape
     return handle, shard

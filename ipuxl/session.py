@@ -46,6 +46,8 @@ from ipuxl.host_callbacks import has_callbacks, interrupts_noted, take_interrupt
 from ipuxl.ir import Ir
 from ipuxl.lowering import fingerprint, host_to_device_array, lower_ir, with_nesting_room
 from ipuxl.popart import poplar_application_runtime_error
+from ipuxl.remote_buffer import remote_slot
+from ipuxl.replica_sharding import shards_of
 from ipuxl.tensor import Constant, Tensor, Variable
 from ipuxl.verify import verify_ir
 
@@ -172,12 +174,11 @@ class Session:
         self._host_weights: dict[Variable, np.ndarray] = {v: v._data for v in program.variables}
         # Remote buffers: host copies [entries, *shape] ([R, entries, *shape] replicated),
         # their slots filled from the remote variables that live in them.
-        self._remote_variables = {v: v._remote for v in ir.main_graph.variables
-                                  if getattr(v, "_remote", None) is not None}
-        # Replica-sharded variable handles, by the shard variable that holds them.
-        self._sharded = {v: v._rts for v in ir.main_graph.variables
-                         if getattr(v, "_rts", None) is not None
-                         and v._rts[0] in self._host_weights}
+        self._remote_variables = {v: remote_slot(v) for v in ir.main_graph.variables
+                                  if remote_slot(v) is not None}
+        # Replica-sharded variable handles, and the shard variables that hold them.
+        self._sharded = {v: shards_of(v) for v in ir.main_graph.variables
+                         if shards_of(v) is not None}
         self._host_buffers = {b: self._initial_buffer(b) for b in program.remote_buffers}
         # "all_replicas" variables as last read back: [R, *shape], each replica's value.
         self._host_all_replicas: dict[Variable, np.ndarray] = {}
@@ -216,21 +217,24 @@ class Session:
         replicas = (self._global_replicas,) if self._global_replicas > 1 else ()
         host = np.zeros((*replicas, buffer.entries, *buffer.tensor_shape),
                         buffer.tensor_dtype.as_numpy())
-        for var, (owner, slot) in self._remote_variables.items():
-            if owner is buffer:
-                self._set_slot(host, var, slot, var._data)
+        for var, place in self._remote_variables.items():
+            if place.buffer is buffer:
+                self._set_slot(host, var, var._data)
         return host
 
-    def _set_slot(self, host: np.ndarray, var: Variable, slot: int, data: np.ndarray) -> None:
-        over = getattr(var, "_rts_slot", None)
-        if over is not None:  # each replica's chunk of the value
-            host[:, slot] = replication.shard_chunks(data, var.replica_grouping, over,
-                                                     self._global_replicas, var.shape)
+    def _set_slot(self, host: np.ndarray, var: Variable, data: np.ndarray) -> None:
+        """Put a remote variable's host value ``data`` in its slot of ``host``, the host
+        copy of its buffer."""
+        place = self._remote_variables[var]
+        if place.shard_over is not None:  # each replica's chunk of the value
+            host[:, place.slot] = replication.shard_chunks(
+                data, var.replica_grouping, place.shard_over, self._global_replicas,
+                var.shape)
         elif self._global_replicas > 1:
-            host[:, slot] = replication.to_replicas(data, var.replica_grouping,
-                                                    self._global_replicas)
+            host[:, place.slot] = replication.to_replicas(data, var.replica_grouping,
+                                                          self._global_replicas)
         else:
-            host[slot] = data
+            host[place.slot] = data
 
     def _variables_to_device(self, variables: Iterable[Any]) -> tuple[jax.Array, ...]:
         """The host copies of ``variables`` (and remote buffers) on the device:
@@ -240,7 +244,8 @@ class Session:
         with self._x64():
             for var in variables:
                 if var in self._host_buffers:  # already per replica
-                    arrays.append(self._put(self._host_buffers[var], placement))
+                    arrays.append(self._put(host_to_device_array(self._host_buffers[var]),
+                                            placement))
                     continue
                 data = host_to_device_array(self._host_weights[var])
                 if self._global_replicas > 1:
@@ -455,8 +460,13 @@ class Session:
         variable_count = len(self._program.variables)
         for buffer, value in zip(self._program.remote_buffers,
                                  self._device_state[variable_count:]):
-            self._host_buffers[buffer] = (replication.gather_global(value)
-                                          if self._processes > 1 else np.asarray(value))
+            if self._processes > 1:
+                host = replication.gather_global(value)
+            else:
+                host = np.array(value) if self._donate else np.asarray(value)
+            if buffer.tensor_dtype.is_float8:
+                host = float8_from_device(host, buffer.tensor_dtype)
+            self._host_buffers[buffer] = host
         self._host_in_sync = True
         self.transfers.weights_to_host += 1
 
@@ -693,19 +703,18 @@ class Session:
             data = tensor._data
         else:
             data = self._host_weights.get(tensor)
+            place = self._remote_variables.get(tensor)
             if tensor in self._sharded:
-                shard, grouping, over = self._sharded[tensor]
-                data = replication.unshard(self._host_weights[shard], grouping, over,
+                shards = self._sharded[tensor]
+                data = replication.unshard(self._host_weights[shards.shard], shards.grouping,
+                                           shards.shard_over, tensor.shape)
+            elif place is not None and place.shard_over is not None:
+                data = replication.unshard(self._host_buffers[place.buffer][:, place.slot],
+                                           tensor.replica_grouping, place.shard_over,
                                            tensor.shape)
-            elif tensor in self._remote_variables and hasattr(tensor, "_rts_slot"):
-                buffer, slot = self._remote_variables[tensor]
-                data = replication.unshard(self._host_buffers[buffer][:, slot],
-                                           tensor.replica_grouping, tensor._rts_slot,
-                                           tensor.shape)
-            elif tensor in self._remote_variables:
-                buffer, slot = self._remote_variables[tensor]
-                host = self._host_buffers[buffer]
-                data = host[:, slot] if self._global_replicas > 1 else host[slot]
+            elif place is not None:
+                host = self._host_buffers[place.buffer]
+                data = host[:, place.slot] if self._global_replicas > 1 else host[place.slot]
                 if self._global_replicas > 1:
                     every = data
                     data = replication.from_replicas(every, tensor.replica_grouping)
@@ -778,17 +787,18 @@ class Session:
                     "supported."
                 )
             if tensor in self._sharded:  # written as the chunks of its shard
-                shard, grouping, over = self._sharded[tensor]
-                tensor, data = shard, replication.shard_chunks(
-                    data, grouping, over, self._global_replicas, tensor.shape)
+                shards = self._sharded[tensor]
+                tensor, data = shards.shard, replication.shard_chunks(
+                    data, shards.grouping, shards.shard_over, self._global_replicas,
+                    tensor.shape)
             checked[tensor] = data
         with self._lock:
             for tensor, data in checked.items():
                 self._host_all_replicas.pop(tensor, None)
                 if tensor in self._remote_variables:
-                    buffer, slot = self._remote_variables[tensor]
+                    buffer = self._remote_variables[tensor].buffer
                     host = np.array(self._host_buffers[buffer])  # a writable copy
-                    self._set_slot(host, tensor, slot, data)
+                    self._set_slot(host, tensor, data)
                     self._host_buffers[buffer] = host
                     continue
                 current = self._host_weights[tensor]
@@ -801,14 +811,36 @@ class Session:
 
     def _upload(self, written: Mapping[Variable, np.ndarray]) -> None:
         """Send only the written variables to the device (PopXL re-sends all weights and
-        thereby reverts the others to stale host values)."""
+        thereby reverts the others to stale host values). A remote variable is written
+        into its slot on the device: the host copy of the rest of its buffer may be older
+        than the last run."""
         assert self._device_state is not None
         state = list(self._device_state)
         keys = (*self._program.variables, *self._program.remote_buffers)
-        buffers = {self._remote_variables[v][0] for v in written if v in self._remote_variables}
-        indices = [i for i, key in enumerate(keys) if key in written or key in buffers]
-        uploaded = self._variables_to_device([keys[i] for i in indices])
-        for i, array in zip(indices, uploaded):
-            state[i] = array
+        index = {key: i for i, key in enumerate(keys)}
+        plain = [v for v in written if v not in self._remote_variables]
+        for var, array in zip(plain, self._variables_to_device(plain)):
+            state[index[var]] = array
+        placement = self._shardings()[0]
+        replicated = self._global_replicas > 1
+        with self._x64():
+            for var in written:
+                if var not in self._remote_variables:
+                    continue
+                place = self._remote_variables[var]
+                host = self._host_buffers[place.buffer]
+                value = host[:, place.slot] if replicated else host[place.slot]
+                value = self._put(host_to_device_array(value), placement)
+                position = index[place.buffer]
+                updated = _write_slot(state[position], value, place.slot, replicated)
+                state[position] = jax.device_put(updated, placement)
         self._device_state = tuple(state)
         self.transfers.weights_from_host += 1
+
+
+@jax.jit(static_argnums=(2, 3))
+def _write_slot(buffer: jax.Array, value: jax.Array, slot: int, replicated: bool
+                ) -> jax.Array:
+    """``buffer`` with slot ``slot`` replaced by ``value`` (per replica when replicated:
+    ``buffer`` is ``[R, entries, ...]`` and ``value`` ``[R, ...]``)."""
+    return buffer.at[:, slot].set(value) if replicated else buffer.at[slot].set(value)

@@ -64,7 +64,10 @@ __all__ = [
 ]
 
 _FACTORIES = ("variable", "constant", "graph_input", "graph_output", "remote_variable")
-_SHARDED_FACTORIES = ("remote_replica_sharded_variable", "replica_sharded_variable")
+# replica_sharded_buffer is importable from popxl.tensor, but not in its __all__ (as in
+# the top-level module).
+_SHARDED_FACTORIES = ("remote_replica_sharded_variable", "replica_sharded_variable",
+                      "replica_sharded_buffer")
 
 
 def __getattr__(name: str) -> Any:

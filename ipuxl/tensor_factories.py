@@ -19,7 +19,7 @@ import numpy as np
 
 from ipuxl import dtypes
 from ipuxl.context import get_current_context
-from ipuxl.op import check_in_graph
+from ipuxl.op import check_in_graph, check_same_ir
 from ipuxl.popart import VariableRetrievalMode
 from ipuxl.tensor import Constant, Tensor, TensorSpec, Variable
 from ipuxl.utils import downcast_np_dtypes, to_numpy
@@ -258,13 +258,16 @@ def remote_variable(
             of :func:`variable`).
     """
     from ipuxl.host_values import index_argument
-    from ipuxl.remote_buffer import RemoteBuffer
+    from ipuxl.remote_buffer import RemoteBuffer, RemoteSlot
 
     if not isinstance(remote_buffer, RemoteBuffer):
         raise TypeError(
             "remote_variable needs a RemoteBuffer (from `popxl.remote_buffer(shape, dtype, "
             f"entries)`), got {type(remote_buffer).__name__}."
         )
+    check_same_ir(get_current_context().graph, f"remote_variable: {remote_buffer!r}",
+                  remote_buffer.ir, "Remote buffers cannot cross Irs: create the buffer in "
+                  "the Ir of the variable.")
     slot = index_argument("offset", offset, "remote_variable")
     if not 0 <= slot < remote_buffer.entries:
         raise IndexError(
@@ -278,5 +281,5 @@ def remote_variable(
     except ValueError:
         del var.graph._tensors[var.id]  # leave no half-made variable behind
         raise
-    var._remote = (remote_buffer, slot)
+    var._remote_slot = RemoteSlot(remote_buffer, slot)
     return var

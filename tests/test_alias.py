@@ -63,8 +63,7 @@ MODULES = {
     "popxl.testing": ["get_all_dtypes", "get_all_int_dtypes"],
     "popart": ["popart_exception", "poplar_application_runtime_error"],
 }
-# Being written by other engineers: expected to fail until they land.
-# Names of the replication issue (remote and replica-sharded variables), not built yet.
+# Being written by other engineers: expected to fail until they land (none at present).
 IN_PROGRESS_NAMES: set[tuple[str, str]] = set()
 
 CHECK_SCRIPT = r"""

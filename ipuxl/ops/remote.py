@@ -7,8 +7,10 @@ replicas), and the lowering threads it through subgraph calls, loops and branche
 the output streams. There is no data dependency through a buffer: order a store and a
 later load of the same slot with ``popxl.in_sequence()``.
 
-An offset known when the graph is built must be a slot of the buffer; an offset tensor is
-clamped into ``[0, entries - 1]`` at run time, as the IPU's exchange does with no check.
+An offset known when the graph is built must be a slot of the buffer. An offset tensor is
+clamped into ``[0, entries - 1]`` at run time: the IPU does not check it, and reading or
+writing the nearest slot is ipuxl's defined answer to what is undefined there.
+``remote_code_load`` only marks where a graph's code comes from; it computes nothing.
 
 Example:
     >>> import numpy as np, ipuxl as popxl, ipuxl.ops as ops
@@ -29,14 +31,17 @@ import numpy as np
 from jax import lax
 
 from ipuxl import dtypes
+from ipuxl.context import get_current_context
 from ipuxl.host_values import index_argument
-from ipuxl.op import OpDef, check_is_tensor
-from ipuxl.remote_buffer import RemoteBuffer
+from ipuxl.op import OpDef, check_is_tensor, check_same_ir
+from ipuxl.remote_buffer import RemoteBuffer, remote_slot
+from ipuxl.replica_sharding import shards_of
 from ipuxl.tensor import Tensor, TensorSpec
 from ipuxl.tensor_factories import constant
 
 if TYPE_CHECKING:
     from ipuxl.graph import Graph
+    from ipuxl.ir import Ir
     from ipuxl.lowering import GraphLowering
     from ipuxl.op import Op
 
@@ -74,7 +79,8 @@ def _load_type(offset: Tensor, *, remote_buffer: RemoteBuffer) -> list[TensorSpe
 
 def _load_in_place_type(offset: Tensor, t: Tensor, *, remote_buffer: RemoteBuffer
                         ) -> list[TensorSpec]:
-    return [t.spec]
+    # As in PopXL, the loaded tensor takes the buffer's meta shape.
+    return [TensorSpec(t.shape, t.dtype, remote_buffer.meta_shape)]
 
 
 _REMOTE_LOAD = OpDef("remote_load", infer=_load_type, lower=_lower_load, special=True,
@@ -83,6 +89,10 @@ _REMOTE_LOAD_ = OpDef("remote_load_", infer=_load_in_place_type, lower=_lower_lo
                       special=True, effectful=True, modifies=1)
 _REMOTE_STORE = OpDef("remote_store", infer=lambda offset, t, *, remote_buffer: [],
                       lower=_lower_store, special=True, effectful=True)
+# A placement marker for the machine model: where a graph's code comes from. It computes
+# nothing, so it lowers to nothing.
+_REMOTE_CODE_LOAD = OpDef("remote_code_load", infer=lambda *, graph, destination: [],
+                          lower=lambda lowering, op: None, special=True, effectful=True)
 
 
 def _check_buffer(remote_buffer: Any, op: str) -> RemoteBuffer:
@@ -91,6 +101,9 @@ def _check_buffer(remote_buffer: Any, op: str) -> RemoteBuffer:
             f"{op} needs a RemoteBuffer (from `popxl.remote_buffer(shape, dtype, entries)`), "
             f"got {type(remote_buffer).__name__}."
         )
+    check_same_ir(get_current_context().graph, f"{op}: {remote_buffer!r}", remote_buffer.ir,
+                  "Remote buffers cannot cross Irs: create the buffer with "
+                  "`popxl.remote_buffer(...)` inside a graph of the Ir that uses it.")
     return remote_buffer
 
 
@@ -122,6 +135,7 @@ def remote_load(remote_buffer: RemoteBuffer, offset: int | Tensor, name: str | N
         TypeError: ``remote_buffer`` is not a RemoteBuffer, or ``offset`` is not an int
             or Tensor.
         IndexError: an int ``offset`` is not a slot of the buffer.
+        ValueError: the buffer is in another Ir, or an offset tensor is not one integer.
     """
     remote_buffer = _check_buffer(remote_buffer, "remote_load")
     offset = _offset_tensor(remote_buffer, offset, "remote_load")
@@ -133,7 +147,8 @@ def remote_load_(remote_buffer: RemoteBuffer, offset: int | Tensor, t: Tensor) -
     """Load slot ``offset`` into ``t`` in place and return ``t``'s new value.
 
     Raises:
-        ValueError: ``t`` does not match the buffer's shape and dtype.
+        ValueError: ``t`` does not match the buffer's shape and dtype (and the errors of
+            :func:`remote_load`).
     """
     remote_buffer = _check_buffer(remote_buffer, "remote_load_")
     check_is_tensor("t", t)
@@ -146,7 +161,8 @@ def remote_store(remote_buffer: RemoteBuffer, offset: int | Tensor, t: Tensor) -
     """Store ``t`` into slot ``offset`` of this replica's copy of the buffer.
 
     Raises:
-        ValueError: ``t`` does not match the buffer's shape and dtype.
+        ValueError: ``t`` does not match the buffer's shape and dtype (and the errors of
+            :func:`remote_load`).
     """
     remote_buffer = _check_buffer(remote_buffer, "remote_store")
     check_is_tensor("t", t)
@@ -156,15 +172,22 @@ def remote_store(remote_buffer: RemoteBuffer, offset: int | Tensor, t: Tensor) -
 
 
 def remote_code_load(graph: Graph, destination: str) -> None:
-    """Mark ``graph``'s code as loaded from remote memory (PopXL's placement hint; it has
-    no effect on results, and ipuxl records nothing).
+    """Load ``graph``'s code from remote memory to ``destination`` here: a placement
+    marker (a ``remote_code_load`` op in the current graph, for the machine model) with
+    no effect on results.
 
     Raises:
+        TypeError: ``graph`` is not a Graph.
         NotImplementedError: ``destination`` is ``"compute_buffer"`` or ``"io_buffer"``.
-        ValueError: another destination, or ``graph`` is the current graph.
+        ValueError: another destination; ``graph`` is the current graph or in another Ir.
     """
-    from ipuxl.context import get_current_context
+    from ipuxl.graph import Graph
 
+    if not isinstance(graph, Graph):
+        raise TypeError(
+            f"remote_code_load loads the code of a Graph, got {type(graph).__name__}: "
+            f"{graph!r}. Pass the graph from `ir.create_graph(...)`."
+        )
     if destination in ("compute_buffer", "io_buffer"):
         raise NotImplementedError(
             f"Destination {destination!r} is not yet supported: only 'executable' is."
@@ -173,8 +196,45 @@ def remote_code_load(graph: Graph, destination: str) -> None:
         raise ValueError(
             f"Not a valid location: {destination!r}. Use 'executable'."
         )
-    if graph is get_current_context().graph:
+    current = get_current_context().graph
+    if graph is current:
         raise ValueError(
             f"The graph {graph.id!r} cannot load its own code: call remote_code_load from "
             "the graph that calls it."
         )
+    check_same_ir(current, f"The graph {graph.id!r}", graph.ir,
+                  "Load code of a graph of the Ir being built.")
+    _REMOTE_CODE_LOAD.apply({}, graph=graph, destination=destination)
+
+
+def check_no_direct_reads(ir: Ir) -> None:
+    """Refuse ops that read a remote variable or the handle of a replica-sharded variable
+    directly: neither has a value on the device, only a buffer slot or shards. (Checked
+    when a Session is built: such variables are ordinary Variables while building.)
+
+    Raises:
+        ValueError: an op of ``ir`` reads one; the message names the op and the fix.
+    """
+    for graph in ir.graphs:
+        for op in graph.ops:
+            for tensor in op.inputs:
+                remote = remote_slot(tensor)
+                sharded = shards_of(tensor)
+                if remote is None and sharded is None:
+                    continue
+                file, line = op.location
+                if sharded is not None:
+                    what = (f"`{tensor.id}` is the handle of a replica-sharded variable: the "
+                            "device holds only its shards")
+                    fix = (f"Use its shard `{sharded.shard.id}` (the second value "
+                           "`replica_sharded_variable` returned) in the program")
+                else:
+                    what = (f"`{tensor.id}` is a remote variable: it lives in slot "
+                            f"{remote.slot} of {remote.buffer!r}, not on the device")
+                    fix = (f"Load it with `ops.remote_load(buffer, {remote.slot})` and use the "
+                           "loaded tensor")
+                raise ValueError(
+                    f"{what}, so ops cannot read it (the {op.name} op created at "
+                    f"{file}:{line} does). {fix}; read and write `{tensor.id}` itself with "
+                    "the Session's `get_tensor_data` and `write_variable_data`."
+                )
