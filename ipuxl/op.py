@@ -89,16 +89,18 @@ class OpDef:
         inputs: Mapping[str, Tensor],
         *,
         names: Sequence[str | None] | None = None,
+        hints: Mapping[str, Any] | None = None,
         **attrs: Any,
     ) -> tuple[Tensor, ...]:
         """Create this op in the current graph and return its outputs (see :meth:`create`)."""
-        return self.create(inputs, names=names, **attrs).outputs
+        return self.create(inputs, names=names, hints=hints, **attrs).outputs
 
     def create(
         self,
         inputs: Mapping[str, Tensor],
         *,
         names: Sequence[str | None] | None = None,
+        hints: Mapping[str, Any] | None = None,
         **attrs: Any,
     ) -> Op:
         """Create this op in the current graph and return it.
@@ -106,6 +108,9 @@ class OpDef:
         Args:
             inputs: the tensor inputs, keyed by the argument names errors should use.
             names: output names; ``None`` entries take the default name.
+            hints: IPU planning hints (``available_memory_proportion``,
+                ``partials_type``): not part of the op's meaning, read only by the IPU
+                model (:mod:`ipuxl.sim`).
             **attrs: the op's static attributes (shapes, axes, dtypes, graphs...).
 
         Raises:
@@ -136,6 +141,7 @@ class OpDef:
             tile_set="io" if context.io_tiles else "compute",
             after=context.sequence_predecessors(graph),
             execution_context=context.execution_context,
+            hints=dict(hints or {}),
         )
         op.outputs = tuple(
             graph._new_tensor(Tensor, name, spec, producer=op) for name, spec in zip(chosen, specs)
@@ -172,6 +178,7 @@ class Op:
     after: tuple[Op, ...] = ()
     execution_context: str = "normal"
     outputs: tuple[Tensor, ...] = field(default=())
+    hints: dict[str, Any] = field(default_factory=dict)
 
     @property
     def name(self) -> str:

@@ -16,7 +16,7 @@ The pow2-scaled forms take float8 operands and give float16 ``conv(...) * 2**log
 the products and sums are computed in float32.
 
 ``available_memory_proportions``, ``partials_types`` and ``enable_conv_dithering`` are IPU
-planning hints: ipuxl validates them and ignores them.
+planning hints: ipuxl validates them, and the IPU model (:mod:`ipuxl.sim`) plans with them.
 
 Example:
     >>> import numpy as np, ipuxl as popxl, ipuxl.ops as ops
@@ -119,8 +119,9 @@ def same_padding(size: int, extent: int, stride: int, pad_type: str) -> tuple[in
 
 
 def _check_hints(op: str, available_memory_proportions: Any, partials_types: Any,
-                 enable_conv_dithering: Any) -> None:
-    """Validate the IPU planning hints (ipuxl ignores them)."""
+                 enable_conv_dithering: Any) -> dict[str, Any]:
+    """Validate the IPU planning hints; return the ones the IPU model reads (the first
+    proportion and partials type: ipuxl's convs are one pass)."""
     proportions = available_memory_proportions
     if isinstance(proportions, (int, float)):
         proportions = [proportions]
@@ -138,6 +139,14 @@ def _check_hints(op: str, available_memory_proportions: Any, partials_types: Any
                 f"{op}: each of `enable_conv_dithering` must be 0 or 1 (or a bool), got "
                 f"{dithering!r}."
             )
+    hints: dict[str, Any] = {}
+    if proportions:
+        hints["available_memory_proportion"] = float(list(proportions)[0])
+    if partials_types:
+        first = list(partials_types)[0]
+        hints["partials_type"] = (dtypes.float16 if first in ("half", dtypes.float16)
+                                  else dtypes.float32)
+    return hints
 
 
 # ------------------------------------------------------------------ geometry
@@ -453,9 +462,9 @@ def conv(
         pad_type: ``not_set`` (use ``padding``), ``same_upper``, ``same_lower`` or ``valid``
             (see the module docstring).
         available_memory_proportions: IPU planning hint, a float or a list of floats in
-            (0, 1]; validated, ignored.
-        partials_types: IPU accumulation hint, a list of ``'half'`` / ``'float'``; validated,
-            ignored.
+            (0, 1]; the IPU model plans with the first.
+        partials_types: IPU accumulation hint, a list of ``'half'`` / ``'float'``; the IPU
+            model plans with the first.
         enable_conv_dithering: IPU tile-balance hint, a list of 0 / 1; validated, ignored.
 
     Returns:
@@ -467,9 +476,9 @@ def conv(
         ValueError: a bad stride, padding, dilation, groups, pad_type or hint.
         TypeError: a non-int attribute.
     """
-    _check_hints("conv", available_memory_proportions, partials_types, enable_conv_dithering)
+    hints = _check_hints("conv", available_memory_proportions, partials_types, enable_conv_dithering)
     attrs = _conv_attrs("conv", stride, padding, dilation, groups, pad_type)
-    return _CONV.apply({"t": t, "weight": weight}, **attrs)[0]
+    return _CONV.apply({"t": t, "weight": weight}, hints=hints, **attrs)[0]
 
 
 def conv_pow2scaled(
@@ -501,11 +510,11 @@ def conv_pow2scaled(
         ValueError: ``log2_scale`` is not a scalar; bad attributes or hints (as ``conv``).
         popart_exception: shapes that do not fit.
     """
-    _check_hints("conv_pow2scaled", available_memory_proportions, partials_types,
-                 enable_conv_dithering)
+    hints = _check_hints("conv_pow2scaled", available_memory_proportions, partials_types,
+                         enable_conv_dithering)
     attrs = _conv_attrs("conv_pow2scaled", stride, padding, dilation, groups, pad_type)
     return _CONV_POW2SCALED.apply({"t": t, "weight": weight, "log2_scale": log2_scale},
-                                  **attrs)[0]
+                                  hints=hints, **attrs)[0]
 
 
 def conv_transpose(
@@ -536,9 +545,9 @@ def conv_transpose(
         pad_type: ``not_set`` (use ``padding``), ``same_upper``, ``same_lower`` or ``valid``
             (see the module docstring).
         available_memory_proportions: IPU planning hint, a float or a list of floats in
-            (0, 1]; validated, ignored.
-        partials_types: IPU accumulation hint, a list of ``'half'`` / ``'float'``; validated,
-            ignored.
+            (0, 1]; the IPU model plans with the first.
+        partials_types: IPU accumulation hint, a list of ``'half'`` / ``'float'``; the IPU
+            model plans with the first.
         enable_conv_dithering: IPU tile-balance hint, a list of 0 / 1; validated, ignored.
         output_padding: zeros added at the end of each spatial axis of the output (default
             none).
@@ -555,11 +564,11 @@ def conv_transpose(
             output shape or hint.
         TypeError: a non-int attribute.
     """
-    _check_hints("conv_transpose", available_memory_proportions, partials_types,
-                 enable_conv_dithering)
+    hints = _check_hints("conv_transpose", available_memory_proportions, partials_types,
+                         enable_conv_dithering)
     attrs = _transpose_attrs("conv_transpose", stride, padding, dilation, groups, pad_type,
                              output_padding, output_shape)
-    return _CONV_TRANSPOSE.apply({"t": t, "weight": weight}, **attrs)[0]
+    return _CONV_TRANSPOSE.apply({"t": t, "weight": weight}, hints=hints, **attrs)[0]
 
 
 def conv_transpose_pow2scaled(
@@ -595,11 +604,11 @@ def conv_transpose_pow2scaled(
             ``conv_transpose``).
         popart_exception: shapes that do not fit.
     """
-    _check_hints("conv_transpose_pow2scaled", available_memory_proportions, partials_types,
-                 enable_conv_dithering)
+    hints = _check_hints("conv_transpose_pow2scaled", available_memory_proportions,
+                         partials_types, enable_conv_dithering)
     attrs = _transpose_attrs("conv_transpose_pow2scaled", stride, padding, dilation, groups,
                              pad_type, output_padding, output_shape)
     return _CONV_TRANSPOSE_POW2SCALED.apply(
-        {"t": t, "weight": weight, "log2_scale": log2_scale}, **attrs)[0]
+        {"t": t, "weight": weight, "log2_scale": log2_scale}, hints=hints, **attrs)[0]
 
 

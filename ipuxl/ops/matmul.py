@@ -94,9 +94,11 @@ def matmul(
     """``lhs @ rhs`` with numpy's rules.
 
     Args:
-        available_memory_proportion: an IPU planning hint in (0, 1]; validated, ignored.
+        available_memory_proportion: an IPU planning hint in (0, 1], read by the
+            IPU model (:mod:`ipuxl.sim`).
         output_type: the result dtype (default: the operands').
-        partials_type: an IPU accumulation hint, float16 or float32; validated, ignored.
+        partials_type: an IPU accumulation hint, float16 or float32, read by
+            the IPU model.
 
     Raises:
         popart_exception: dtypes differ or shapes do not match.
@@ -109,8 +111,10 @@ def matmul(
     check_available_memory_proportion("matmul", available_memory_proportion)
     if output_type is not None:
         output_type = as_data_type("matmul", "output_type", output_type)
+    hints = {"available_memory_proportion": available_memory_proportion,
+             "partials_type": partials_type}
     return _MATMUL.apply({"lhs": lhs, "rhs": rhs}, output_type=output_type,
-                         partials_type=partials_type)[0]
+                         partials_type=partials_type, hints=hints)[0]
 
 
 
@@ -156,7 +160,8 @@ def matmul_pow2scaled(
         lhs: a ``popxl.float8_143`` or ``popxl.float8_152`` tensor.
         rhs: a float8 tensor (either format).
         log2_scale: a rank-0 int32 tensor, read at run time.
-        available_memory_proportion: an IPU planning hint in (0, 1]; validated, ignored.
+        available_memory_proportion: an IPU planning hint in (0, 1], read by the
+            IPU model (:mod:`ipuxl.sim`).
 
     Returns:
         A float16 tensor of the matmul's shape.
@@ -168,4 +173,6 @@ def matmul_pow2scaled(
         popart_exception: the shapes do not match.
     """
     check_available_memory_proportion("matmul_pow2scaled", available_memory_proportion)
-    return _MATMUL_POW2SCALED.apply({"lhs": lhs, "rhs": rhs, "log2_scale": log2_scale})[0]
+    hints = {"available_memory_proportion": available_memory_proportion}
+    return _MATMUL_POW2SCALED.apply({"lhs": lhs, "rhs": rhs, "log2_scale": log2_scale},
+                                    hints=hints)[0]
