@@ -7,7 +7,9 @@
 # Importable but not in PopXL's __all__ (the `x as x` form marks a re-export).
 from ipuxl import dtypes as dtypes
 from ipuxl import ops as ops
+from ipuxl import popart as _popart
 from ipuxl import popdist as popdist
+from ipuxl import sim as sim
 from ipuxl import transforms as transforms
 from ipuxl.alias import alias_popxl as alias_popxl
 from ipuxl.context import (
@@ -77,6 +79,9 @@ from ipuxl.tensor_location import (
     TensorStorage,
     TileSet,
 )
+
+# An ipuxl extension: popart.OutOfMemoryException, raised by the IPU model (ipuxl.sim).
+OutOfMemoryError = _popart.OutOfMemoryException
 
 __version__ = "0.1.0"
 

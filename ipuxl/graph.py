@@ -22,7 +22,7 @@ import itertools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ipuxl.context import get_current_context
+from ipuxl.context import get_current_context, user_location
 
 if TYPE_CHECKING:
     from ipuxl.ir import Ir
@@ -199,6 +199,8 @@ class Graph:
                 f"for example `name={str(name)!r}`."
             )
         tensor = cls._create(self, self._unique_id(name), spec, producer)
+        if producer is None:  # variables, constants, inputs: where the user made them
+            tensor._location = user_location()
         self._tensors[tensor.id] = tensor
         self._ir._edited()
         return tensor

@@ -14,7 +14,8 @@ if TYPE_CHECKING:
     from ipuxl.ops.collectives.groups import CommGroup, CommGroupType
 
 __all__ = ["popart_exception", "poplar_application_runtime_error", "__version__",
-           "CommGroup", "CommGroupType", "VariableRetrievalMode"]
+           "CommGroup", "CommGroupType", "VariableRetrievalMode", "OutOfMemoryException",
+           "DeviceManager"]
 
 __version__ = "ipuxl-compat"
 
@@ -29,6 +30,46 @@ class popart_exception(RuntimeError):  # noqa: N801 - PopART's name
 
 class poplar_application_runtime_error(RuntimeError):  # noqa: N801 - Poplar's name
     """A failure while the program runs on the device (raised by ``Session.run``)."""
+
+
+class OutOfMemoryException(popart_exception):
+    """The program does not fit in the IPU model's tile memory (``ipuxl.OutOfMemoryError``).
+
+    ``str(error)`` begins with Poplar's line ``Out of memory on tile N: X bytes used but
+    tiles only have M bytes of memory``; the rest is the model's report. ``error.report`` is
+    the :class:`ipuxl.sim.Report`.
+    """
+
+    def __init__(self, message: str, report: Any = None):
+        super().__init__(message)
+        self.report = report
+
+    def getSummaryReport(self) -> str:  # noqa: N802 - PopART's name
+        return self.report.summary() if self.report is not None else str(self)
+
+    def getProfilePath(self) -> str:  # noqa: N802 - PopART's name
+        return ""
+
+
+class DeviceManager:
+    """PopART's device manager, for the devices ipuxl has: the CPU and the IPU model."""
+
+    def createCpuDevice(self) -> str:  # noqa: N802 - PopART's name
+        return "cpu"
+
+    def createIpuModelDevice(self, options: Any = None) -> Any:  # noqa: N802
+        """An IPU model device: ``{"numIPUs": n, "tilesPerIPU": t, "ipuVersion": v}``,
+        with PopART's 4 tiles per IPU when ``tilesPerIPU`` is not given."""
+        from ipuxl.sim.device import IpuModelDevice
+
+        return IpuModelDevice(options)
+
+    def acquireAvailableDevice(self, *args: Any, **kwargs: Any) -> Any:  # noqa: N802
+        raise popart_exception(
+            "acquireAvailableDevice: ipuxl has no IPU hardware. Use "
+            "DeviceManager().createIpuModelDevice({...}) (the simulated IPU) or "
+            "createCpuDevice()."
+        )
 
 
 class VariableRetrievalMode(Enum):

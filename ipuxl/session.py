@@ -39,7 +39,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from ipuxl import devices, host_buffers, host_values, replication
+from ipuxl import devices, host_buffers, host_values, replication, sim
 from ipuxl.executable_cache import EXECUTABLES
 from ipuxl.fp8_utils import float8_from_device
 from ipuxl.host_callbacks import has_callbacks, interrupts_noted, take_interrupt
@@ -48,6 +48,8 @@ from ipuxl.lowering import fingerprint, host_to_device_array, lower_ir, with_nes
 from ipuxl.popart import poplar_application_runtime_error
 from ipuxl.remote_buffer import remote_slot
 from ipuxl.replica_sharding import shards_of
+from ipuxl.sim import device as sim_device
+from ipuxl.sim import oom as sim_oom
 from ipuxl.tensor import Constant, Tensor, Variable
 from ipuxl.verify import verify_ir
 
@@ -78,8 +80,11 @@ class Session:
 
     Args:
         ir: the program. Later edits to it do not change this Session (a warning says so).
-        device_desc: ``"cpu"`` (XLA on the CPU, one device), ``"ipu_model"`` (simulated
-            IPU, on JAX's default device) or ``"ipu_hw"`` (not available in ipuxl).
+        device_desc: ``"cpu"`` (XLA on the CPU, one device), ``"ipu_model"`` (the IPU
+            machine model: the program runs on JAX's default device and
+            :attr:`report` estimates its IPU memory and cycles), a device from
+            ``popart.DeviceManager().createIpuModelDevice({...})``, or ``"ipu_hw"`` (not
+            available in ipuxl).
         weights_to_host_on_exit: copy the weights to the host when the outermost
             ``with session:`` block exits normally.
         donate_variables: (ipuxl only) let XLA update the variables in place, which saves
@@ -91,19 +96,26 @@ class Session:
             ``"vmap"`` (batched on one device), ``"shard_map"`` (one device per replica),
             or None: ``IPUXL_REPLICATION_MODE`` if set, else ``shard_map`` when JAX sees
             enough devices. See :mod:`ipuxl.replication`.
+        allow_out_of_memory: on the IPU model, what a program that does not fit does:
+            False raises ``popart.OutOfMemoryException`` here; True builds the Session
+            (with its :attr:`report`) but ``run`` raises; ``"run"`` runs anyway. None:
+            ``POPLAR_ENGINE_OPTIONS``'s ``debug.allowOutOfMemory``, else False.
 
     Raises:
         TypeError: ``ir`` is not an Ir.
         RuntimeError: the Ir has no ops, or ``"ipu_hw"`` was asked for.
         ValueError: an unknown device, or several devices needed on ``"cpu"``.
         MemoryError: the variables and outputs cannot fit in this machine's memory.
+        popart.OutOfMemoryException: on the IPU model, the program does not fit in tile
+            memory (the message begins with Poplar's "Out of memory on tile" line).
         popart_exception: the Ir is invalid (for example an inplacing ambiguity).
 
     A build that fails leaves ``ir`` as it was: it can still be edited and built again.
     """
 
-    def __init__(self, ir: Ir, device_desc: str = "cpu", weights_to_host_on_exit: bool = True,
-                 *, donate_variables: bool = False, replication_mode: str | None = None):
+    def __init__(self, ir: Ir, device_desc: Any = "cpu", weights_to_host_on_exit: bool = True,
+                 *, donate_variables: bool = False, replication_mode: str | None = None,
+                 allow_out_of_memory: bool | str | None = None):
         if not isinstance(ir, Ir):
             hint = ("Pass the Ir the graph belongs to: `Session(graph.ir, ...)`."
                     if hasattr(ir, "ir") and isinstance(getattr(ir, "ir", None), Ir)
@@ -130,6 +142,15 @@ class Session:
                 "a Session."
             )
         verify_ir(ir)
+        # The IPU model: estimate memory and cycles first (the out-of-memory verdict comes
+        # before any compile, as Poplar's does).
+        self._report, self._refuse_run = None, False
+        if sim_device.is_ipu_model(device_desc):
+            mode = sim_oom.allow_oom_mode(allow_out_of_memory)
+            sim.check_stream_buffers(ir, ir.num_host_transfers)
+            self._report = sim.estimate(ir, device_desc)
+            self._refuse_run = sim_oom.check_fits(self._report, mode)
+            device_desc = "ipu_model"
         self._device = devices.select_device(device_desc, devices.devices_needed(ir))
         self._device_desc = device_desc
         self._version = ir._version
@@ -361,6 +382,22 @@ class Session:
         return self._attached
 
     @property
+    def report(self) -> sim.Report:
+        """The IPU model's estimate (memory, out-of-memory, cycles) for an ``"ipu_model"``
+        Session.
+
+        Raises:
+            RuntimeError: the Session runs on ``"cpu"``.
+        """
+        if self._report is None:
+            raise RuntimeError(
+                f"This Session runs on {self._device_desc!r}, which has no IPU model report. "
+                "Build it with Session(ir, 'ipu_model'), or estimate without a Session: "
+                "ipuxl.sim.estimate(ir)."
+            )
+        return self._report
+
+    @property
     def device(self) -> jax.Device:
         """The JAX device the program runs on."""
         return self._device
@@ -499,6 +536,7 @@ class Session:
         with self._lock:
             self._check_attached()
             self._warn_if_edited()
+            self._check_fits()
             return self._execute(inputs, None, downcast_inputs)
 
     def run_with_outputs(self, inputs: Mapping[Any, Any] | None = None,
@@ -522,7 +560,12 @@ class Session:
         with self._lock:
             self._check_attached()
             self._warn_if_edited()
+            self._check_fits()
             self._execute(inputs, outputs, downcast_inputs)
+
+    def _check_fits(self) -> None:
+        if self._refuse_run:
+            raise sim_oom.refuse_run(self._report)
 
     def _execute(self, inputs: Mapping[Any, Any] | None,
                  outputs: Mapping[Any, np.ndarray] | None,

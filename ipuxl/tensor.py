@@ -18,6 +18,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, NoReturn, Union
 
@@ -247,7 +248,7 @@ class Tensor:
 
     @property
     def nelms(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)
 
     @property
     def in_sync_with_ipu(self) -> bool:

@@ -36,27 +36,25 @@ class TileMap:
     itemsize: int
     key: tuple = field(default=())  # equal keys: equal layouts (no exchange between them)
 
-    @property
-    def stop(self) -> int:
-        return self.start + len(self.elements)
-
-    @property
-    def num_tiles(self) -> int:
-        return len(self.elements)
-
-    @property
-    def bytes(self) -> np.ndarray:
-        """Bytes on each tile of the run, each region rounded up to 8 bytes."""
+    def __post_init__(self) -> None:
+        # Maps are read many times per op: compute their figures once.
         raw = self.elements * self.itemsize
-        return (raw + (REGION_ALIGN - 1)) // REGION_ALIGN * REGION_ALIGN
+        set_ = object.__setattr__
+        set_(self, "bytes", (raw + (REGION_ALIGN - 1)) // REGION_ALIGN * REGION_ALIGN)
+        set_(self, "num_tiles", len(self.elements))
+        set_(self, "stop", self.start + len(self.elements))
+        set_(self, "max_elements", int(self.elements.max()) if len(self.elements) else 0)
+        set_(self, "total_elements", int(self.elements.sum()))
+        set_(self, "total_bytes", int(self.bytes.sum()))
 
-    @property
-    def max_elements(self) -> int:
-        return int(self.elements.max()) if len(self.elements) else 0
-
-    @property
-    def total_elements(self) -> int:
-        return int(self.elements.sum())
+    # Set by __post_init__: bytes on each tile (each region rounded up to 8 bytes), the
+    # tile count, one past the last tile, the largest and total element counts, bytes.
+    bytes: np.ndarray = field(init=False, repr=False)
+    num_tiles: int = field(init=False, repr=False)
+    stop: int = field(init=False, repr=False)
+    max_elements: int = field(init=False, repr=False)
+    total_elements: int = field(init=False, repr=False)
+    total_bytes: int = field(init=False, repr=False)
 
     def same_layout(self, other: TileMap) -> bool:
         return bool(self.key) and self.key == other.key
@@ -65,9 +63,9 @@ class TileMap:
         """``[tile, begin, end)`` runs of flat element indices (tiles within the IPU run
         given by :attr:`start`; the JSON report's ``mapping``)."""
         ends = np.cumsum(self.elements)
-        begins = ends - self.elements
-        return [[self.start + i, int(b), int(e)]
-                for i, (b, e) in enumerate(zip(begins, ends)) if e > b]
+        used = np.flatnonzero(self.elements)
+        rows = np.stack([self.start + used, ends[used] - self.elements[used], ends[used]], 1)
+        return rows.tolist()
 
     def shifted(self, tiles: int) -> TileMap:
         return TileMap(self.start + tiles, self.elements, self.itemsize,

@@ -34,6 +34,7 @@ NOT_MODELLED = (
 DISCLAIMER = ("ipuxl ipu_model: memory and cycle figures are model estimates, not Poplar "
               "results; not modelled: ")
 TOP_TENSORS = 10
+MAX_MAPPING_ROWS = 250_000
 
 
 @dataclass(frozen=True)
@@ -327,10 +328,20 @@ class Report:
         return "\n".join(lines)
 
     # ----------------------------------------------------------------- JSON
-    def to_json(self, path: str | None = None, *, mappings: bool = True) -> dict[str, Any]:
+    def to_json(self, path: str | None = None, *, mappings: bool | None = None
+                ) -> dict[str, Any]:
         """The report as the documented JSON schema (``docs/simulator.md``); written to
-        ``path`` when given."""
+        ``path`` when given.
+
+        Args:
+            mappings: write each tensor's tile mapping. None (default): when the whole
+                report has at most :data:`MAX_MAPPING_ROWS` mapping rows (large programs
+                would write hundreds of MB); ``memory.mappingsOmitted`` says which.
+        """
         t = self.target
+        if mappings is None:
+            rows = sum(r.map.num_tiles for r in self.tensors if r.map is not None)
+            mappings = rows <= MAX_MAPPING_ROWS
         peak = self.peak_tile
         by_tile = []
         for g in range(t.numIPUs * t.tilesPerIPU):
@@ -365,7 +376,8 @@ class Report:
                        "peakTile": {"ipu": peak.ipu, "tile": peak.tile, "bytes": peak.bytes,
                                     "step": peak.step},
                        "byCategory": self.by_category, "offChipBytes": self.offchip_bytes,
-                       "tilesOverBudget": len(self.tiles_over), "byTile": by_tile},
+                       "tilesOverBudget": len(self.tiles_over),
+                       "mappingsOmitted": not mappings, "byTile": by_tile},
             "tensors": tensors,
             "liveness": self.liveness(),
             "cycles": {"total": self.cycles, "seconds": self.seconds,

@@ -68,7 +68,7 @@ class TensorRecord:
 
     @property
     def bytes(self) -> int:
-        return int(self.map.bytes.sum()) if self.map is not None else 0
+        return self.map.total_bytes if self.map is not None else 0
 
     def bytes_on(self, tile: int) -> int:
         m = self.map
@@ -268,7 +268,7 @@ class Walker:
             transient = list(cost.temps) + step.temps
             for m in (*added, *transient):
                 cur[m.start:m.stop] += m.bytes
-                cur_ipu[m.start // tpi] += int(m.bytes.sum())
+                cur_ipu[m.start // tpi] += m.total_bytes
                 lo, hi = min(lo, m.start), max(hi, m.stop)
             dense = [c.peak for c in step.callee]
             if dense:
@@ -285,7 +285,7 @@ class Walker:
             step_bytes[s] = cur_ipu
             for m in (*transient, *frees.pop(s, ())):
                 cur[m.start:m.stop] -= m.bytes
-                cur_ipu[m.start // tpi] -= int(m.bytes.sum())
+                cur_ipu[m.start // tpi] -= m.total_bytes
             if dense:
                 cur -= inner
                 cur_ipu -= inner.reshape(ipus, tpi).sum(1)
@@ -411,5 +411,6 @@ def _record(t: Any, graph_id: str, kind: str, always: bool, live: tuple[int, int
             offchip: bool = False) -> TensorRecord:
     return TensorRecord(
         name=t.id, graph=graph_id, shape=tuple(t.shape), dtype=t.dtype.name, op=kind,
-        location=op.location if op is not None else None, always_live=always, live=live,
+        location=op.location if op is not None else getattr(t, "_location", None),
+        always_live=always, live=live,
         map=m, alias_of=alias_of, offchip=offchip)
