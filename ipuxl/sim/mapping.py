@@ -21,7 +21,7 @@ from functools import lru_cache
 import numpy as np
 
 __all__ = ["TileMap", "linear_map", "even_map", "grain_size", "min_elements",
-           "elementwise_output_map", "split_regions", "imbalance", "REGION_ALIGN"]
+           "elementwise_output_map", "split_regions", "imbalance", "retyped", "REGION_ALIGN"]
 
 REGION_ALIGN = 8
 MIN_BYTES_PER_TILE = 128
@@ -67,10 +67,6 @@ class TileMap:
         rows = np.stack([self.start + used, ends[used] - self.elements[used], ends[used]], 1)
         return rows.tolist()
 
-    def shifted(self, tiles: int) -> TileMap:
-        return TileMap(self.start + tiles, self.elements, self.itemsize,
-                       (self.key[0] + tiles, *self.key[1:]) if self.key else ())
-
 
 def grain_size(itemsize: int) -> int:
     """Elements per 64-bit vector: float32 2, float16 4, 8-bit 8 (spec §3)."""
@@ -82,7 +78,6 @@ def min_elements(itemsize: int) -> int:
     return -(-MIN_BYTES_PER_TILE // max(1, itemsize))
 
 
-@lru_cache(maxsize=4096)
 def _linear_elements(n: int, itemsize: int, tiles: int) -> np.ndarray:
     if n == 0:
         return np.zeros(0, np.int64)
@@ -101,6 +96,8 @@ def _linear_elements(n: int, itemsize: int, tiles: int) -> np.ndarray:
     return out
 
 
+# Maps are immutable and programs repeat shapes: each layout is made once.
+@lru_cache(maxsize=16384)
 def linear_map(n: int, itemsize: int, tiles: int, first_tile: int = 0) -> TileMap:
     """poplibs' linear mapping of ``n`` elements over ``tiles`` tiles from ``first_tile``.
 
@@ -113,6 +110,7 @@ def linear_map(n: int, itemsize: int, tiles: int, first_tile: int = 0) -> TileMa
     return TileMap(first_tile, elems, itemsize, (first_tile, "linear", int(n), itemsize, tiles))
 
 
+@lru_cache(maxsize=16384)
 def even_map(n: int, itemsize: int, tiles: int, first_tile: int = 0) -> TileMap:
     """``n`` elements split as evenly as whole grains allow over ``tiles`` tiles."""
     g = grain_size(itemsize)
@@ -137,8 +135,24 @@ def elementwise_output_map(n: int, itemsize: int, inputs: list[TileMap], tiles: 
             best = (rank, m)
     if best is None:
         return linear_map(n, itemsize, tiles, first_tile)
-    chosen = best[1]
-    return TileMap(chosen.start, chosen.elements, itemsize, chosen.key)
+    return retyped(best[1], itemsize)
+
+
+_RETYPED: dict[tuple, TileMap] = {}
+
+
+def retyped(m: TileMap, itemsize: int) -> TileMap:
+    """The same layout (element counts per tile) for elements of ``itemsize`` bytes."""
+    if m.itemsize == itemsize:
+        return m
+    if not m.key:
+        return TileMap(m.start, m.elements, itemsize, ())
+    found = _RETYPED.get((m.key, itemsize))
+    if found is None:
+        if len(_RETYPED) > 16384:
+            _RETYPED.clear()
+        found = _RETYPED[(m.key, itemsize)] = TileMap(m.start, m.elements, itemsize, m.key)
+    return found
 
 
 def split_regions(elements: int, workers: int, itemsize: int) -> int:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -29,6 +30,7 @@ from ipuxl.sim.mapping import (
     elementwise_output_map,
     even_map,
     linear_map,
+    retyped,
     split_regions,
 )
 from ipuxl.sim.matmul_plan import (
@@ -260,6 +262,12 @@ def _conv_shape(op: Any) -> tuple[int, int, int, int]:
     return groups, m, k, n
 
 
+@lru_cache(maxsize=4096)
+def _temporaries(first: int, tiles: int, bytes_per_tile: int) -> TileMap:
+    """A plan's temporaries: ``bytes_per_tile`` on each of ``tiles`` tiles."""
+    return TileMap(first, np.full(tiles, bytes_per_tile, np.int64), 1)
+
+
 def _flops_per_cycle(itemsize: int, partials: int, target: Target) -> int:
     if itemsize >= 4:
         return target.ampFloatFlopsPerCycle
@@ -282,7 +290,7 @@ def _matmul(op: Any, ctx: OpContext, kind: str) -> OpCost:
                        t.numWorkerContexts)
     out = op.outputs[0]
     outputs = [even_map(out.nelms, out.dtype.itemsize, plan.output_tiles, first)]
-    temps = [TileMap(first, np.full(plan.tiles, plan.temp_bytes, np.int64), 1)]
+    temps = [_temporaries(first, plan.tiles, plan.temp_bytes)]
     exchange = _exchange_cycles(plan.exchange_bytes, t)
     if plan.splits[3] > 1:
         exchange += EXCHANGE_SETUP_CYCLES  # second phase: partials to the reducing tiles
@@ -304,8 +312,7 @@ def _reduce(op: Any, ctx: OpContext) -> OpCost:
         if _is_alias(op, i):
             outputs.append(None)
         elif out.nelms == source.total_elements:
-            outputs.append(TileMap(source.start, source.elements, out.dtype.itemsize,
-                                   source.key))
+            outputs.append(retyped(source, out.dtype.itemsize))
         else:
             outputs.append(linear_map(out.nelms, out.dtype.itemsize, tiles, first))
     itemsize = op.inputs[0].dtype.itemsize
@@ -456,8 +463,28 @@ def _view(op: Any, ctx: OpContext) -> OpCost:
     return OpCost("view", [None] * len(op.outputs))
 
 
+def _gradient(op: Any, ctx: OpContext, replicas: int) -> OpCost:
+    """An ``<op>_grad`` op (autodiff's ``jax.vjp`` of a forward op): one pass of the
+    forward op's cost per input it differentiates (a matmul's gradient is two matmuls of
+    the same size); its outputs are laid out like the gradients' forward inputs."""
+    forward = op.attrs["forward"].op
+    passes = max(1, len(op.attrs.get("wrt", ())))
+    base = cost_op(forward, ctx, replicas)
+    first, tiles = ctx.tile_run(op)
+    outputs: list[TileMap | None] = [linear_map(out.nelms, out.dtype.itemsize, tiles, first)
+                                     for out in op.outputs]
+    return OpCost(base.kind, outputs, temps=base.temps, compute=base.compute * passes,
+                  exchange=base.exchange * passes, sync=base.sync * passes, host=base.host,
+                  link_bytes=base.link_bytes * passes, tiles=base.tiles,
+                  exchange_regions=base.exchange_regions,
+                  codelet=base.codelet and base.codelet + ":grad", edges=base.edges,
+                  plan=base.plan)
+
+
 def cost_op(op: Any, ctx: OpContext, replicas: int = 1) -> OpCost:
     """The cost of a non-control op (``KIND[op.name]`` picks the rule)."""
+    if op.name not in KIND and "forward" in op.attrs:
+        return _gradient(op, ctx, replicas)
     kind = KIND.get(op.name, "elementwise")
     if kind == "view" or (op.opdef.is_view and kind != "remote"):
         return _view(op, ctx)

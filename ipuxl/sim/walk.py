@@ -126,11 +126,12 @@ class Walker:
         self.total_tiles = target.numIPUs * target.tilesPerIPU
         self.always = {c: np.zeros(self.total_tiles, np.int64) for c in ALWAYS_LIVE_CATEGORIES}
         self._codelets: dict[str, np.ndarray] = {}
+        self._diffs = {c: np.zeros(self.total_tiles + 1, np.int64)
+                       for c in ALWAYS_LIVE_CATEGORIES}
         self._profiles: dict[Any, GraphProfile] = {}
         self.maps: dict[Any, TileMap] = {}
         self.records: list[TensorRecord] = []
         self.offchip_bytes = 0
-        self.stream_bytes: dict[str, int] = {}
         self._ctx = OpContext(target, self._map_of)
         self._fixed()
 
@@ -141,7 +142,15 @@ class Walker:
         self.always["fixedOverhead"][:] = -(-FIXED_OVERHEAD_PER_IPU // t.tilesPerIPU)
 
     def _charge(self, category: str, start: int, count: int, value: Any) -> None:
-        if count > 0:
+        """Add ``value`` (bytes, per tile) to ``category`` on ``count`` tiles from
+        ``start``. Scalars go to a difference array, summed once in :meth:`finish_code`."""
+        if count <= 0:
+            return
+        if isinstance(value, int):
+            diff = self._diffs[category]
+            diff[start] += value
+            diff[start + count] -= value
+        else:
             self.always[category][start:start + count] += value
 
     def _charge_code(self, cost: OpCost, graph_id: str) -> None:
@@ -166,7 +175,11 @@ class Walker:
             self._charge("internalExchangeCode", start, count, 16 + 8 * cost.exchange_regions)
 
     def finish_code(self) -> None:
-        """Turn the codelet masks into vertex-code bytes (once per codelet and tile)."""
+        """Add up the per-tile charges, and turn the codelet masks into vertex-code bytes
+        (once per codelet and tile)."""
+        for category, diff in self._diffs.items():
+            self.always[category] += np.cumsum(diff[:-1])
+            diff[:] = 0
         code = self.always["vertexCode"]
         code[:] = 0
         for key, mask in self._codelets.items():
@@ -303,37 +316,45 @@ class Walker:
 
     def _cost_step(self, s: int, graph_id: str, op: Any) -> Step:
         kind = KIND.get(op.name)
-        if kind != "control":
-            cost = cost_op(op, self._ctx, self.replicas)
-            if cost.kind == "host":
-                stream = op.attrs.get("stream")
-                if stream is not None:
-                    self.stream_bytes[stream.tensor_id if hasattr(stream, "tensor_id")
-                                      else str(stream)] = cost.host_bytes
-            return Step(s, graph_id, op, cost)
-        graphs = op.attrs["graphs"]
+        if kind == "control":
+            return self._control_step(s, graph_id, op, op, passes=1)
+        forward = op.attrs.get("forward") if kind is None else None
+        if forward is not None and KIND.get(forward.op.name) == "control":
+            # The gradient of a loop or branch reruns its forward body, then the backward
+            # (about twice the forward's work): three passes.
+            return self._control_step(s, graph_id, op, forward.op, passes=3)
+        return Step(s, graph_id, op, cost_op(op, self._ctx, self.replicas))
+
+    def _control_step(self, s: int, graph_id: str, op: Any, source: Any, passes: int) -> Step:
+        """A ``call``, ``repeat`` or ``conditional`` (``source`` holds the graphs; for a
+        gradient op it is the forward op): the callees' peaks and cycles, and the copies of
+        the by-value inputs."""
+        graphs = source.attrs["graphs"]
         callees = [self.profile(g) for g in graphs]
         t = self.target
         first = op.ipu * t.tilesPerIPU
         outputs = [linear_map(o.nelms, o.dtype.itemsize, t.computeTiles, first)
                    for o in op.outputs]
         modified = set(op.attrs.get("modified", ()))
-        skip = {"call": 0, "repeat": 2, "conditional": 1}[op.name]
+        skip = {"call": 0, "repeat": 2, "conditional": 1}.get(op.name, 0)
         copies = [self._map_of(x) for i, x in enumerate(op.inputs)
                   if i >= skip and i not in modified]
         copy_bytes = max([int(m.bytes.max()) for m in copies if m.num_tiles] + [0])
         copy_cycles = -(-copy_bytes // t.memcpyBytesPerCycle)
         body = max(c.cycles for c in callees)
-        count = int(op.attrs.get("repeat_count", 1)) if op.name == "repeat" else 1
-        loop = LOOP_CONTROL_CYCLES * count if op.name == "repeat" else 0
-        sync = t.minIPUSyncDelay if op.name == "conditional" else 0
-        cost = OpCost(op.name, outputs, compute=body * count + loop + copy_cycles, sync=sync,
+        looping = source.name == "repeat"
+        count = int(source.attrs.get("repeat_count", 1)) if looping else 1
+        loop = LOOP_CONTROL_CYCLES * count if looping else 0
+        sync = t.minIPUSyncDelay if source.name == "conditional" else 0
+        cost = OpCost(source.name, outputs,
+                      compute=passes * (body * count + loop) + copy_cycles, sync=sync,
                       tiles=(first, t.computeTiles))
-        if op.name in ("repeat", "conditional"):
+        if source.name in ("repeat", "conditional"):
             self._charge("controlCode", first, t.computeTiles, LOOP_CONTROL_BYTES)
         if copies:
             self._charge("copyDescriptor", first, t.computeTiles, 16)
-        return Step(s, graph_id, op, cost, callee=callees, repeat=count, temps=copies)
+        return Step(s, graph_id, op, cost, callee=callees, repeat=count * passes,
+                    temps=copies)
 
     # ----------------------------------------------------------------- whole program
     def run(self) -> GraphProfile:
