@@ -16,6 +16,12 @@ EXPECTED_OUTPUT = {
     "simple_addition_popart_ir.py": ["add(a_hostload, b_hostload)", "Result is [7.5]"],
     "tensor_addition_popart_ir.py": ["a + b is 4, a + 1 is 4, a is 3"],
     "repeat_graph_2.py": ["Output shape is (8, 2, 2)"],
+    "ipu_model_report.py": [
+        "ipuxl ipu_model: memory and cycle figures are model estimates",
+        "Target: 1472-tile GC200 (ipu2)", "Fits on a GC200: True",
+        "Out of memory on tile 0: ", "bytes used but tiles only have 638976 bytes of memory",
+        "Largest tensors on that tile", "4 of 4 tiles over budget",
+        "liveness.html, memory.csv, memory.html, report.json, trace.json"],
 }
 
 

@@ -12,6 +12,7 @@ JSON says ``"estimate": true`` and lists what is not modelled.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -328,7 +329,7 @@ class Report:
         return "\n".join(lines)
 
     # ----------------------------------------------------------------- JSON
-    def to_json(self, path: str | None = None, *, mappings: bool | None = None
+    def to_json(self, path: str | os.PathLike | None = None, *, mappings: bool | None = None
                 ) -> dict[str, Any]:
         """The report as the documented JSON schema (``docs/simulator.md``); written to
         ``path`` when given.
@@ -395,21 +396,21 @@ class Report:
         return out
 
     # ----------------------------------------------------------------- exports
-    def to_csv(self, path: str) -> str:
+    def to_csv(self, path: str | os.PathLike) -> str:
         from ipuxl.sim import export
-        return export.to_csv(self, path)
+        return export.to_csv(self, str(path))
 
-    def to_perfetto(self, path: str) -> str:
+    def to_perfetto(self, path: str | os.PathLike) -> str:
         from ipuxl.sim import export
-        return export.to_perfetto(self, path)
+        return export.to_perfetto(self, str(path))
 
-    def plot_memory(self, path: str) -> str:
+    def plot_memory(self, path: str | os.PathLike) -> str:
         from ipuxl.sim import export
-        return export.plot_memory(self, path)
+        return export.plot_memory(self, str(path))
 
-    def plot_liveness(self, path: str) -> str:
+    def plot_liveness(self, path: str | os.PathLike) -> str:
         from ipuxl.sim import export
-        return export.plot_liveness(self, path)
+        return export.plot_liveness(self, str(path))
 
     def _repr_html_(self) -> str:
         from ipuxl.sim import export
