@@ -135,8 +135,9 @@ class OpContext:
         return base, t.computeTiles
 
 
-def _bsp(compute: int, exchange: int, target: Target) -> tuple[int, int]:
-    """Exchange cycles and sync cycles of one BSP step: compute, sync, exchange, sync."""
+def _bsp(exchange: int, target: Target) -> tuple[int, int]:
+    """Exchange and sync cycles of one BSP step: compute, sync, then (when something is
+    exchanged) exchange and sync."""
     syncs = 2 if exchange else 1
     return exchange, syncs * target.minIPUSyncDelay
 
@@ -171,38 +172,35 @@ def _received_bytes(out: TileMap, inputs: Sequence[TileMap]) -> tuple[int, int]:
 
 
 def _elementwise(op: Any, ctx: OpContext, kind: str) -> OpCost:
+    """Vector ops. Each new output copies an input's layout (poplibs' rule) or is mapped
+    linearly; an in-place output is its input. The vertices run where the overwritten
+    input, else the largest output, else the largest input lives, over every element the
+    op touches (a pool's window counts its kernel); inputs laid out differently there
+    (broadcast operands) cross the exchange."""
     t = ctx.target
     first, tiles = ctx.tile_run(op)
     in_maps = [ctx.map_of(x) for x in op.inputs]
-    outputs: list[TileMap | None] = []
-    work = max([m.total_elements for m in in_maps] + [x.nelms for x in op.outputs] + [0])
-    big = max(op.outputs, key=lambda x: x.nelms, default=None)
-    main = None
-    for i, out in enumerate(op.outputs):
-        if _is_alias(op, i):
-            outputs.append(None)
-            main = main or (in_maps[op.opdef.modifies] if op.opdef.modifies is not None
-                            else None)
-            continue
-        m = elementwise_output_map(out.nelms, out.dtype.itemsize, in_maps, tiles, first)
-        outputs.append(m)
-        if out is big:
-            main = m
-    if main is None:
-        main = (max(in_maps, key=lambda m: m.total_elements) if in_maps
-                else linear_map(work, 4, tiles, first))
-    itemsize = big.dtype.itemsize if big is not None else main.itemsize
+    outputs = [None if _is_alias(op, i)
+               else elementwise_output_map(out.nelms, out.dtype.itemsize, in_maps, tiles, first)
+               for i, out in enumerate(op.outputs)]
+    if op.opdef.modifies is not None:
+        main = in_maps[op.opdef.modifies]
+    else:
+        candidates = [m for m in outputs if m is not None] or in_maps
+        main = max(candidates, key=lambda m: m.total_elements) if candidates else None
+    if main is None or not main.num_tiles:
+        return OpCost(kind, outputs)
+    work = max(m.total_elements for m in (*in_maps, *(m for m in outputs if m is not None)))
     window = _window(op)
-    per_tile = main.max_elements * window if main.total_elements else 0
-    if main.total_elements and work > main.total_elements:
-        per_tile = -(-work * window // max(1, main.num_tiles))
+    per_tile = (main.max_elements * window if work <= main.total_elements
+                else -(-work * window // main.num_tiles))
     per_vector = TRANSCENDENTAL_CYCLES_PER_VECTOR if op.name in TRANSCENDENTAL else 1
-    compute = _vector_cycles(per_tile, itemsize, t, per_vector)
+    compute = _vector_cycles(per_tile, main.itemsize, t, per_vector)
     received, regions = _received_bytes(main, in_maps)
-    exchange, sync = _bsp(compute, _exchange_cycles(received, t), t)
+    exchange, sync = _bsp(_exchange_cycles(received, t), t)
     return OpCost(kind, outputs, compute=compute, exchange=exchange, sync=sync,
                   tiles=(main.start, main.num_tiles), exchange_regions=regions,
-                  codelet=f"{kind}:{op.name.rstrip('_')}:{itemsize}",
+                  codelet=f"{kind}:{op.name.rstrip('_')}:{main.itemsize}",
                   edges=len(op.inputs) + len(op.outputs))
 
 
@@ -223,15 +221,10 @@ def _copy(op: Any, ctx: OpContext) -> OpCost:
     t = ctx.target
     first, tiles = ctx.tile_run(op)
     outputs = [linear_map(o.nelms, o.dtype.itemsize, tiles, first) for o in op.outputs]
-    in_maps = [ctx.map_of(x) for x in op.inputs]
     main = max(outputs, key=lambda m: m.total_elements)
-    moved = main.max_elements * main.itemsize
-    same = len(in_maps) == 1 and in_maps[0].same_layout(main) and op.name in ("detach",)
-    exchange = 0 if same else _exchange_cycles(moved, t)
-    exchange, sync = _bsp(0, exchange, t)
+    exchange, sync = _bsp(_exchange_cycles(main.max_elements * main.itemsize, t), t)
     return OpCost("copy", outputs, exchange=exchange, sync=sync,
-                  tiles=(main.start, main.num_tiles), exchange_regions=len(in_maps),
-                  codelet=None, edges=0)
+                  tiles=(main.start, main.num_tiles), exchange_regions=len(op.inputs))
 
 
 def _matmul_shape(op: Any) -> tuple[int, int, int, int]:
@@ -346,7 +339,7 @@ def _gather(op: Any, ctx: OpContext) -> OpCost:
     main = next((m for m in outputs if m is not None), None) or ctx.map_of(op.inputs[0])
     itemsize = op.outputs[0].dtype.itemsize if op.outputs else 4
     compute = _vector_cycles(main.max_elements, itemsize, t, 2)
-    exchange, sync = _bsp(compute, _exchange_cycles(moved, t), t)
+    exchange, sync = _bsp(_exchange_cycles(moved, t), t)
     return OpCost("gather", outputs, compute=compute, exchange=exchange, sync=sync,
                   tiles=(main.start, main.num_tiles), exchange_regions=len(op.inputs),
                   codelet=f"gather:{op.name}:{itemsize}", edges=len(op.inputs) + 1)
@@ -419,7 +412,7 @@ def _collective(op: Any, ctx: OpContext, replicas: int) -> OpCost:
     if moved:
         link = (math.ceil(moved / t.ipuLinkBandwidth * t.tileClockFrequency)
                 + t.globalSyncCycles + t.ipuLinkSyncCycles)
-    exchange, sync = _bsp(compute, _exchange_cycles(main.max_elements * itemsize, t), t)
+    exchange, sync = _bsp(_exchange_cycles(main.max_elements * itemsize, t), t)
     return OpCost("collective", outputs, compute=compute, exchange=exchange + link,
                   sync=sync, link_bytes=moved, tiles=(main.start, main.num_tiles),
                   exchange_regions=1, codelet=f"collective:{itemsize}", edges=2)
@@ -454,7 +447,7 @@ def _io_copy(op: Any, ctx: OpContext) -> OpCost:
     first, tiles = ctx.tile_run(op)
     out = op.outputs[0]
     m = linear_map(out.nelms, out.dtype.itemsize, tiles, first)
-    exchange, sync = _bsp(0, _exchange_cycles(m.max_elements * m.itemsize, t), t)
+    exchange, sync = _bsp(_exchange_cycles(m.max_elements * m.itemsize, t), t)
     return OpCost("io_copy", [m], exchange=exchange, sync=sync,
                   tiles=(m.start, m.num_tiles), exchange_regions=1)
 
