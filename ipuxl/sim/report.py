@@ -22,7 +22,8 @@ import numpy as np
 from ipuxl.sim.target import COST_MODEL_VERSION, POPART_DEFAULT_TILES, Target
 from ipuxl.sim.walk import ALWAYS_LIVE_CATEGORIES, GraphProfile, Step, TensorRecord, Walker
 
-__all__ = ["Report", "PeakTile", "SCHEMA_VERSION", "NOT_MODELLED", "DISCLAIMER"]
+__all__ = ["Report", "PeakTile", "LiveTensor", "SCHEMA_VERSION", "NOT_MODELLED", "DISCLAIMER",
+           "step_name", "format_location"]
 
 SCHEMA_VERSION = "1.0"
 NOT_MODELLED = (
@@ -193,8 +194,8 @@ class Report:
         rows = []
         for step, live in zip(self._main.steps, self._main.step_bytes):
             rows.append({
-                "step": step.index, "name": _step_name(step), "op": step.op.name,
-                "graph": step.graph, "location": _location(step.op.location),
+                "step": step.index, "name": step_name(step), "op": step.op.name,
+                "graph": step.graph, "location": format_location(step.op.location),
                 "alwaysLive": int(always.sum()), "notAlwaysLive": int(live.sum()),
                 "byIpu": [{"ipu": i, "alwaysLive": int(a), "notAlwaysLive": int(n)}
                           for i, (a, n) in enumerate(zip(always, live))],
@@ -279,7 +280,7 @@ class Report:
         if step < 0 or step >= len(self._main.steps):
             return " (always-live memory only)"
         s = self._main.steps[step]
-        return f" at step {step} ({_step_name(s)} at {_location(s.op.location)})"
+        return f" at step {step} ({step_name(s)} at {format_location(s.op.location)})"
 
     def oom_text(self) -> str:
         """Poplar's line, then the report of spec §6."""
@@ -313,7 +314,7 @@ class Report:
             live = "always-live" if r.always_live else f"live steps {r.live[0]}-{r.live[1]}"
             lines.append(
                 f"  {r.bytes_on_tile:>10,} B  {r.name} {r.dtype}{list(r.shape)} from {r.op} "
-                f"({r.graph}) at {_location(r.location)}, {live}")
+                f"({r.graph}) at {format_location(r.location)}, {live}")
         total = self.total_bytes
         lines.append(
             f"Totals: {total:,} B of {self.capacity_bytes:,} B per IPU "
@@ -357,14 +358,14 @@ class Report:
         tensors = []
         for r in self.tensors:
             entry = {"name": r.name, "graph": r.graph, "shape": list(r.shape),
-                     "dtype": r.dtype, "op": r.op, "location": _location(r.location),
+                     "dtype": r.dtype, "op": r.op, "location": format_location(r.location),
                      "bytes": r.bytes, "alwaysLive": r.always_live,
                      "liveSteps": None if r.always_live else list(r.live),
                      "aliasOf": r.alias_of, "offChip": r.offchip}
             if mappings:
                 entry["mapping"] = r.map.triples() if r.map is not None else []
             tensors.append(entry)
-        steps = [{"step": s.index, "name": _step_name(s), "start": int(s.start),
+        steps = [{"step": s.index, "name": step_name(s), "start": int(s.start),
                   "compute": int(s.cost.compute), "exchange": int(s.cost.exchange),
                   "sync": int(s.cost.sync), "host": int(s.cost.host),
                   "repeat": s.repeat} for s in self._main.steps]
@@ -433,7 +434,7 @@ def _live(r: TensorRecord, tile: int) -> LiveTensor:
                       r.always_live, r.live)
 
 
-def _step_name(step: Step) -> str:
+def step_name(step: Step) -> str:
     op = step.op
     if step.callee:
         names = "/".join(c.name for c in step.callee)
@@ -443,7 +444,7 @@ def _step_name(step: Step) -> str:
     return f"{op.name}" + (f" -> {outs}" if outs else "")
 
 
-def _location(location: tuple[str, int] | None) -> str:
+def format_location(location: tuple[str, int] | None) -> str:
     if not location:
         return "?"
     file, line = location
