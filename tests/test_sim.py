@@ -249,6 +249,27 @@ def test_tensors_die_after_their_last_use():
     assert [r["notAlwaysLive"] for r in rows] == [16384, 32768, 32768, 16384]
 
 
+@pytest.mark.parametrize("build", ["mlp", "call"])
+def test_per_tile_liveness_peaks_where_the_walk_says(build):
+    if build == "mlp":
+        ir = mlp_ir(256, layers=4)
+    else:
+        ir = popxl.Ir()
+        with ir.main_graph:
+            x = ops.host_load(popxl.h2d_stream((4096,), popxl.float32, "x"))
+            g = ir.create_graph(lambda t: ops.exp(ops.exp(t)), x.spec)
+            (y,) = ops.call(g, ops.sin(x))
+            ops.host_store(popxl.d2h_stream((4096,), popxl.float32), y)
+    report = ipuxl.sim.estimate(ir, four_tiles() if build == "call" else "ipu_model")
+    for tile in {0, 1, report.peak_tile.tile}:
+        live = report.tile_liveness(tile)
+        assert live.max() == report.not_always_live[tile]
+        assert int(np.argmax(live)) == report.peak_steps[tile]
+    rows = report.liveness()
+    assert max(r["peakTileNotAlwaysLive"] for r in rows) == report.not_always_live[
+        report.peak_tile.tile]
+
+
 def test_call_adds_the_callee_peak_and_input_copies():
     ir = popxl.Ir()
     with ir.main_graph:

@@ -24,6 +24,7 @@ Example:
 
 from __future__ import annotations
 
+import logging
 import math
 from typing import Any
 
@@ -38,6 +39,10 @@ __all__ = ["estimate", "Report", "Target", "PRESETS", "target_for", "IpuModelDev
 # Poplar's largest host buffer per stream: 128 MB, read as 128 x 2**20 bytes (the unit
 # is not documented; see docs/simulator.md).
 STREAM_BUFFER_LIMIT = 128 * 2**20
+REMOTE_NOTE = ("Note: remote buffers and variables run on ipuxl's IPU model; PopXL's own "
+               "ipu_model does not support remote store/load.")
+_LOGGER = logging.getLogger("popxl")
+_warned: set[str] = set()
 
 
 def estimate(ir: Any, device: Any = "ipu_model") -> Report:
@@ -58,9 +63,13 @@ def estimate(ir: Any, device: Any = "ipu_model") -> Report:
     main = walker.run()
     warnings = []
     if walker.offchip_bytes:
-        warnings.append("Note: remote buffers and variables run on ipuxl's model; PopXL's "
-                        "own ipu_model does not support remote store/load.")
-    return Report(walker, main, replicas=replicas, warnings=tuple(warnings))
+        warnings.append(REMOTE_NOTE)
+        if "remote" not in _warned:
+            _warned.add("remote")
+            _LOGGER.warning(REMOTE_NOTE)
+    report = Report(walker, main, replicas=replicas, warnings=tuple(warnings))
+    _LOGGER.info("%s", report.summary())
+    return report
 
 
 def check_stream_buffers(ir: Any, num_host_transfers: int) -> None:

@@ -112,6 +112,7 @@ class OpCost:
     codelet: str | None = None  # (codelet kind, dtype) charged once per tile as vertex code
     edges: int = 0  # vertex edges (vertex state)
     plan: Any = None
+    imbalance: float = 1.0  # compute on the busiest tile / the mean over its tiles
 
     @property
     def cycles(self) -> int:
@@ -201,7 +202,14 @@ def _elementwise(op: Any, ctx: OpContext, kind: str) -> OpCost:
     return OpCost(kind, outputs, compute=compute, exchange=exchange, sync=sync,
                   tiles=(main.start, main.num_tiles), exchange_regions=regions,
                   codelet=f"{kind}:{op.name.rstrip('_')}:{main.itemsize}",
-                  edges=len(op.inputs) + len(op.outputs))
+                  edges=len(op.inputs) + len(op.outputs), imbalance=_balance(main))
+
+
+def _balance(m: TileMap) -> float:
+    """Max / mean elements over the tiles ``m`` uses (1.0: perfectly even)."""
+    if not m.total_elements:
+        return 1.0
+    return m.max_elements * m.num_tiles / m.total_elements
 
 
 def _window(op: Any) -> int:
@@ -319,7 +327,7 @@ def _reduce(op: Any, ctx: OpContext) -> OpCost:
     return OpCost("reduce", outputs, compute=compute, exchange=exchange,
                   sync=2 * t.minIPUSyncDelay, tiles=(source.start, source.num_tiles),
                   exchange_regions=1, codelet=f"reduce:{op.name}:{itemsize}",
-                  edges=len(op.inputs) + len(op.outputs))
+                  edges=len(op.inputs) + len(op.outputs), imbalance=_balance(source))
 
 
 def _gather(op: Any, ctx: OpContext) -> OpCost:
@@ -342,7 +350,8 @@ def _gather(op: Any, ctx: OpContext) -> OpCost:
     exchange, sync = _bsp(_exchange_cycles(moved, t), t)
     return OpCost("gather", outputs, compute=compute, exchange=exchange, sync=sync,
                   tiles=(main.start, main.num_tiles), exchange_regions=len(op.inputs),
-                  codelet=f"gather:{op.name}:{itemsize}", edges=len(op.inputs) + 1)
+                  codelet=f"gather:{op.name}:{itemsize}", edges=len(op.inputs) + 1,
+                  imbalance=_balance(main))
 
 
 def _host(op: Any, ctx: OpContext) -> OpCost:

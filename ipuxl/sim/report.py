@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from ipuxl.sim.mapping import imbalance
 from ipuxl.sim.target import COST_MODEL_VERSION, POPART_DEFAULT_TILES, Target
 from ipuxl.sim.walk import ALWAYS_LIVE_CATEGORIES, GraphProfile, Step, TensorRecord, Walker
 
@@ -188,17 +189,41 @@ class Report:
         """Every tensor of the program: variables first, then graph by graph."""
         return self._walker.records
 
+    def tile_liveness(self, tile: int | None = None) -> np.ndarray:
+        """Not-always-live bytes of one tile (global number; default: the peak tile) at
+        each main-graph step; a call step counts its callee's peak on that tile."""
+        if tile is None:
+            tile = self.peak_tile.ipu * self.target.tilesPerIPU + self.peak_tile.tile
+        steps = self._main.steps
+        diff = np.zeros(len(steps) + 1, np.int64)
+        for r in self._main.records:
+            b = 0 if r.always_live else r.bytes_on(tile)
+            if b:
+                diff[r.live[0]] += b
+                diff[r.live[1] + 1] -= b
+        live = np.cumsum(diff[:-1])
+        for i, step in enumerate(steps):
+            for m in (*step.cost.temps, *step.temps):
+                if m.start <= tile < m.stop:
+                    live[i] += int(m.bytes[tile - m.start])
+            if step.callee:
+                live[i] += max(int(c.peak[tile]) for c in step.callee)
+        return live
+
     def liveness(self) -> list[dict[str, Any]]:
-        """Per main-graph step: always-live and not-always-live bytes of each IPU."""
+        """Per main-graph step: always-live and not-always-live bytes of each IPU, and
+        the not-always-live bytes of the peak tile."""
         always = self.always_live_per_tile.reshape(self.target.numIPUs, -1).sum(1)
+        on_peak = self.tile_liveness()
         rows = []
-        for step, live in zip(self._main.steps, self._main.step_bytes):
+        for step, live, tile_live in zip(self._main.steps, self._main.step_bytes, on_peak):
             rows.append({
                 "step": step.index, "name": step_name(step), "op": step.op.name,
                 "graph": step.graph, "location": format_location(step.op.location),
                 "alwaysLive": int(always.sum()), "notAlwaysLive": int(live.sum()),
                 "byIpu": [{"ipu": i, "alwaysLive": int(a), "notAlwaysLive": int(n)}
                           for i, (a, n) in enumerate(zip(always, live))],
+                "peakTileNotAlwaysLive": int(tile_live),
                 "cycles": int(step.cycles * 1),
             })
         return rows
@@ -361,14 +386,16 @@ class Report:
                      "dtype": r.dtype, "op": r.op, "location": format_location(r.location),
                      "bytes": r.bytes, "alwaysLive": r.always_live,
                      "liveSteps": None if r.always_live else list(r.live),
-                     "aliasOf": r.alias_of, "offChip": r.offchip}
+                     "aliasOf": r.alias_of, "offChip": r.offchip,
+                     "imbalance": imbalance(r.map, t.tilesPerIPU) if r.map is not None else 0}
             if mappings:
                 entry["mapping"] = r.map.triples() if r.map is not None else []
             tensors.append(entry)
         steps = [{"step": s.index, "name": step_name(s), "start": int(s.start),
                   "compute": int(s.cost.compute), "exchange": int(s.cost.exchange),
                   "sync": int(s.cost.sync), "host": int(s.cost.host),
-                  "repeat": s.repeat} for s in self._main.steps]
+                  "repeat": s.repeat, "tiles": int(s.cost.tiles[1]),
+                  "imbalance": round(s.cost.imbalance, 4)} for s in self._main.steps]
         out = {
             "schemaVersion": SCHEMA_VERSION, "simulator": "ipuxl ipu_model", "estimate": True,
             "costModelVersion": COST_MODEL_VERSION,
