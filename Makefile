@@ -15,14 +15,20 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(PY) examples/quickstart.py
 
+# The second pytest run repeats every test that uses "ipu_model" on PopXL's 4-tile IPU
+# model: the IPU model must not report out-of-memory for any of them.
+IPU_MODEL_TESTS = $(shell grep -l '"ipu_model"\|ipu_model_report' tests/test_*.py)
+
 test: $(STAMP)
 	$(PY) -m ruff check ipuxl tests benchmarks examples
 	$(PY) -m pytest
+	IPUXL_IPU_MODEL_TILES=4 $(PY) -m pytest -q $(IPU_MODEL_TESTS)
 
 bench: $(STAMP)
 	$(PY) benchmarks/session_overhead.py
 	$(PY) benchmarks/training.py
 	$(PY) benchmarks/replication.py
+	$(PY) benchmarks/simulator.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -99,6 +99,16 @@ _RSS_SCRIPT = textwrap.dedent("""
                 if line.startswith("VmRSS"):
                     return int(line.split()[1]) / 1024
 
+    def settled_rss_mib():
+        # The runtime frees a run's old buffers on its own threads: give it a moment.
+        import gc, time
+        gc.collect()
+        samples = []
+        for _ in range(5):
+            time.sleep(0.05)
+            samples.append(rss_mib())
+        return min(samples)
+
     n = 64 * 2**20  # 256 MiB of float32
     # A first small Session pays the runtime's own memory before the baseline.
     ir = popxl.Ir()
@@ -116,7 +126,7 @@ _RSS_SCRIPT = textwrap.dedent("""
     with popxl.Session(ir, "cpu") as session:
         for _ in range(5):
             session.run()
-        attached = rss_mib() - base
+        attached = settled_rss_mib() - base
         value = float(session.get_tensor_data(v)[0])
         for _ in range(5):
             session.run()
