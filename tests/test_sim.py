@@ -165,10 +165,10 @@ def test_large_matmul_approaches_peak():
 def test_available_memory_proportion_bounds_temporaries():
     for proportion in (0.6, 0.45, 0.35):
         plan = plan_matmul(1, 2048, 2048, 512, 4, 4, 1472, 638_976, proportion, 32, 6)
-        assert plan.fits and plan.temp_bytes <= proportion * 638_976
+        assert plan.fits and plan.temp_bytes <= plan.footprint_bytes <= proportion * 638_976
     tight = plan_matmul(1, 2048, 2048, 512, 4, 4, 1472, 638_976, 0.35, 32, 6)
     loose = plan_matmul(1, 2048, 2048, 512, 4, 4, 1472, 638_976, 0.6, 32, 6)
-    assert tight.temp_bytes < loose.temp_bytes and tight.cycles >= loose.cycles
+    assert tight.footprint_bytes < loose.footprint_bytes and tight.cycles >= loose.cycles
     # At least M*K*N / tiles of operands and partials per tile: no plan fits 5%.
     hopeless = plan_matmul(1, 2048, 2048, 512, 4, 4, 1472, 638_976, 0.05, 32, 6)
     assert not hopeless.fits
@@ -188,7 +188,7 @@ def test_partials_type_and_proportion_hints_reach_the_model():
     assert half.compute_cycles < full.compute_cycles  # float partials run at half rate
     shape = {"m": 2048, "k": 2048, "n": 512, "dtype": np.float32}
     small = build(**shape, available_memory_proportion=0.35)
-    assert small.temp_bytes <= 0.35 * 638_976 < build(**shape).temp_bytes
+    assert small.footprint_bytes <= 0.35 * 638_976 < build(**shape).footprint_bytes
 
 
 def test_host_transfer_cycles_follow_the_link_model():
@@ -380,7 +380,7 @@ def test_out_of_memory_message_and_report():
     assert re.search(r"Out of memory on tile (.+?) bytes", text)
     assert "ipuxl ipu_model: memory and cycle figures are model estimates" in text
     assert "the 4-tile PopXL-default model" in text
-    assert "Largest tensors on that tile" in text and "matmul temporaries" in text
+    assert "Largest tensors on that tile" in text and "w float32[1024, 1024]" in text
     assert "Hints:" in text
     assert isinstance(info.value, popart.popart_exception)
     assert isinstance(info.value, RuntimeError)

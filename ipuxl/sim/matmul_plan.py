@@ -2,10 +2,11 @@
 
 A matmul ``[G, M, K] x [G, K, N]`` is cut into ``pM x pN x pK`` blocks, one per tile: each
 tile receives an ``m x k`` slice of the left operand and a ``k x n`` slice of the right
-(exchange), multiplies them with the AMP unit (``fixed + rows x calls x cyclesPerRow``), and,
+(exchange; a slice is a temporary copy on the tiles that the plan broadcasts it to),
+multiplies them with the AMP unit (``fixed + rows x calls x cyclesPerRow``), and,
 when ``pK > 1``, sends its ``m x n`` partial sums to the tile that reduces them (a second
 exchange and a reduction). The planner tries every power-of-two split that fits the tiles
-and picks the fastest whose temporaries (operand slices and partials) stay under
+and picks the fastest whose footprint on a tile (operand slices and partials) stays under
 ``available_memory_proportion x memoryBytesPerTile``; when none does, the smallest.
 
 This is not Poplar's planner (it is listed as not modelled): it has the same shape, the
@@ -39,7 +40,8 @@ class MatmulPlan:
     block: tuple[int, int, int, int]  # g, m, n, k on one tile
     tiles: int  # tiles used: pG * pM * pN * pK
     output_tiles: int  # tiles holding the result: pG * pM * pN
-    temp_bytes: int  # per tile: operand slices + partials
+    temp_bytes: int  # per tile: broadcast operand copies and partials (charged)
+    footprint_bytes: int  # per tile: operand slices + partials (what must fit)
     exchange_bytes: int  # per tile, received
     compute_cycles: int
     reduce_cycles: int
@@ -77,9 +79,18 @@ def plan_matmul(g: int, m: int, k: int, n: int, itemsize: int, partials_itemsize
     cycles_per_row = max(1, width * width // macs_per_cycle)
     calls = -(-bn // width) * -(-bk // width)
     compute = AMP_FIXED_CYCLES + bg * bm * calls * cycles_per_row
-    operand_bytes = bg * (bm * bk + bk * bn) * itemsize
+    lhs_bytes = bg * bm * bk * itemsize
+    rhs_bytes = bg * bk * bn * itemsize
+    operand_bytes = lhs_bytes + rhs_bytes
     partial_bytes = bg * bm * bn * partials_itemsize
-    temp = operand_bytes + partial_bytes
+    # Temporaries: an operand slice needs a copy on a tile only where the plan
+    # broadcasts it (the left operand to pN tiles, the right to pM); the tile that owns
+    # the data reads it in place. Partials are temporaries when they are reduced over
+    # pK tiles or are wider than the result; otherwise the result is accumulated in place.
+    temp = (np.where(pn > 1, lhs_bytes, 0) + np.where(pm > 1, rhs_bytes, 0)
+            + np.where((pk > 1) | (partials_itemsize > itemsize), partial_bytes, 0))
+    # What the plan needs on each tile while it runs: its operand slices and partials.
+    footprint = operand_bytes + partial_bytes
     exchange = operand_bytes + np.where(pk > 1, partial_bytes, 0)
     # Reduce pK partials per output element on the output tiles, vector by vector.
     out_elems = bg * bm * bn
@@ -88,7 +99,7 @@ def plan_matmul(g: int, m: int, k: int, n: int, itemsize: int, partials_itemsize
     reduce = np.where(pk > 1, 16 + workers * (16 + per_worker * (pk - 1)), 0)
     exchange_cycles = EXCHANGE_SETUP_CYCLES + exchange // 4
     total = compute + reduce + exchange_cycles
-    fits = temp <= int(proportion * bytes_per_tile)
+    fits = footprint <= int(proportion * bytes_per_tile)
     if fits.any():
         candidates = np.flatnonzero(fits)
         # Fastest; ties: fewest tiles (less code and vertex state).
@@ -96,7 +107,7 @@ def plan_matmul(g: int, m: int, k: int, n: int, itemsize: int, partials_itemsize
                             total[candidates]))
         best = int(candidates[order[0]])
     else:
-        best = int(np.lexsort((total, temp))[0])
+        best = int(np.lexsort((total, footprint))[0])
     i = best
     return MatmulPlan(
         splits=(int(pg[i]), int(pm[i]), int(pn[i]), int(pk[i])),
@@ -104,6 +115,7 @@ def plan_matmul(g: int, m: int, k: int, n: int, itemsize: int, partials_itemsize
         tiles=int(pg[i] * pm[i] * pn[i] * pk[i]),
         output_tiles=int(pg[i] * pm[i] * pn[i]),
         temp_bytes=int(temp[i]),
+        footprint_bytes=int(footprint[i]),
         exchange_bytes=int(exchange[i]),
         compute_cycles=int(compute[i]),
         reduce_cycles=int(reduce[i]),
