@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Literal
 
+import jax
 import numpy as np
 
 if TYPE_CHECKING:
@@ -328,11 +329,13 @@ def debug_context_frame_offset(offset: int) -> Iterator[None]:
 
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
-_SKIPPED_DIRS = (_PACKAGE_DIR + os.sep, os.path.dirname(contextlib.__file__) + os.sep)
+# JAX's own frames too: an @ipuxl.jit function is traced from inside jax.jit.
+_SKIPPED_DIRS = (_PACKAGE_DIR + os.sep, os.path.dirname(contextlib.__file__) + os.sep,
+                 os.path.dirname(jax.__file__) + os.sep)
 
 
 def user_location() -> tuple[str, int]:
-    """(file, line) of the innermost frame outside ipuxl and the standard library, or,
+    """(file, line) of the innermost frame outside ipuxl, JAX and the standard library, or,
     under ``debug_context_frame_offset(n)``, of the n-th such frame further out."""
     frame = _outside_ipuxl(sys._getframe(1))
     for _ in range(_CONTEXT.debug_frame_offset):

@@ -52,6 +52,8 @@ __all__ = [
     "stream_advance",
     "StreamAdvance",
     "lower_ir",
+    "lower_function",
+    "Function",
     "fingerprint",
     "trace_count",
     "subgraph_trace_count",
@@ -485,6 +487,49 @@ def lower_ir(ir: Ir) -> Program:
                       ir.num_host_transfers, step,
                       uses_64bit)
     return program
+
+
+@dataclass(frozen=True)
+class Function:
+    """The main graph as a function of some of its tensors (see :func:`lower_function`)."""
+
+    variables: tuple[Variable, ...]
+    arg_constants: tuple[Constant, ...]
+    uses_64bit: bool
+    call: Callable[..., Any]
+
+
+def lower_function(ir: Ir, arguments: Sequence[Tensor], results: Sequence[Tensor],
+                   skipped: frozenset[Op]) -> Function:
+    """The main graph as ``call(state, constant_args, values) -> (new_state, results)``:
+    ``arguments`` are bound to ``values`` (the ops in ``skipped``, which made them or
+    stored the results, are left out), and the values of ``results`` are returned.
+    This is :func:`lower_ir` for ``@ipuxl.jit``, without host buffers: the program is just
+    the computation. The Ir must not use host streams or remote buffers otherwise."""
+    main = ir.main_graph
+    check_no_direct_reads(ir)
+    variables = tuple(main.variables)
+    constants = tuple(c for graph in ir.graphs for c in graph.constants)
+    inline = {c: host_to_device_array(c._data) for c in constants
+              if c.nelms <= INLINE_CONSTANT_LIMIT}
+    passed = tuple(c for c in constants if c.nelms > INLINE_CONSTANT_LIMIT)
+    uses_64bit = any(_is_64bit(t) for graph in ir.graphs for t in graph.tensors)
+    ops = [op for op in main.ops if op not in skipped]
+
+    def call(state: tuple, constant_args: tuple, values: tuple) -> tuple:
+        global _trace_count
+        _trace_count += 1
+        constant_values = {c: jnp.asarray(v) for c, v in inline.items()}
+        constant_values.update(zip(passed, constant_args))
+        subgraphs = SubgraphFunctions(inline, passed, constant_args, {}, 1)
+        env = dict(zip(variables, state))
+        env.update(zip(arguments, values))
+        lowering = GraphLowering(StreamState({}, (), 1), env, constant_values, subgraphs)
+        lowering.lower_ops(ops)
+        return (tuple(lowering.read(v) for v in variables),
+                tuple(lowering.read(t) for t in results))
+
+    return Function(variables, passed, uses_64bit, call)
 
 
 def fingerprint(ir: Ir, device: str) -> str:

@@ -1,0 +1,407 @@
+"""``@ipuxl.jit``: run a PopXL-style model function like a ``jax.jit`` function.
+
+::
+
+    @ipuxl.jit
+    def layer(x, w, b):              # x, w, b arrive as ipuxl Tensors
+        return ops.gelu(x @ w + b)
+
+    y = layer(x, w, b)               # NumPy or JAX arrays in, JAX arrays out
+    print(layer.lower(x, w, b).ir)   # the Ir built for these shapes and dtypes
+
+How it works. A :class:`JitFunction` wraps ``jax.jit`` of a function that, when JAX traces
+it, builds an ipuxl Ir for the abstract signature of the call and runs the Ir's lowered
+step on JAX's tracers:
+
+* every array leaf of the arguments (any pytree) becomes an h2d stream and a
+  ``host_load`` in the Ir's main graph, named after its path (``x``, ``params['w']``);
+  the function is called with those Tensors (static arguments as they are), and every
+  Tensor of its output pytree is stored to a d2h stream;
+* :func:`ipuxl.lowering.lower_ir` lowers the Ir to ``step(state, constants, inputs)``, the
+  same function a Session compiles;
+* JAX caches the compiled executable per signature and calls it through its C++
+  dispatch, so a steady call costs what a ``jax.jit`` call costs. The Irs are kept in a
+  bounded cache (``cache_size``); :attr:`JitFunction.trace_count` counts Ir builds.
+
+State. Variables the function creates (``popxl.variable``, in the main graph as in
+PopXL) are the function's state: made on the first call from their initial values, kept
+on the device between calls (donated, updated in place by PopXL's in-place ops and
+``var_updates``), shared by every signature that creates a variable of the same name, and
+read back with :attr:`JitFunction.variables`. A stateless function has no state argument
+at all.
+
+``device="ipu_model"`` also runs the IPU model (:mod:`ipuxl.sim`) once per signature:
+``fn.report(*args)`` returns its estimate, and a signature that does not fit raises
+``popart.OutOfMemoryException`` on its first call.
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import inspect
+import weakref
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import api_util, tree_util
+
+from ipuxl import dtypes
+from ipuxl.ir import Ir
+from ipuxl.lowering import Function, host_to_device_array, lower_function
+from ipuxl.module import Module
+from ipuxl.ops.host_io import host_load, host_store
+from ipuxl.streams import d2h_stream, h2d_stream
+from ipuxl.tensor import Tensor
+from ipuxl.verify import verify_ir
+
+__all__ = ["jit", "JitFunction", "Lowered"]
+
+DEFAULT_CACHE_SIZE = 64
+
+
+class _NeedsState(Exception):
+    """Raised out of a JAX trace when a signature creates variables the call did not
+    pass in: the caller adds them to the state and calls again."""
+
+    def __init__(self, built: _Built):
+        super().__init__("ipuxl internal: state needed")
+        self.built = built
+
+
+@dataclass
+class _Built:
+    """One signature's Ir, its lowered function and the structure of its outputs."""
+
+    ir: Ir
+    program: Function
+    output_tree: Any
+    report: Any = None
+
+    @property
+    def variable_names(self) -> tuple[str, ...]:
+        return tuple(v.id for v in self.program.variables)
+
+
+@dataclass(frozen=True)
+class Lowered:
+    """What ``fn.lower(*args)`` returns: the Ir built for those arguments, its lowered
+    program and JAX's lowering (``.jax``; ``.compile()`` compiles it)."""
+
+    ir: Ir
+    program: Function
+    jax: Any
+    report: Any = None
+
+    def compile(self) -> Any:
+        return self.jax.compile()
+
+    def as_text(self) -> str:
+        return str(self.ir)
+
+
+class JitFunction:
+    """A jitted model function (see the module docstring and :func:`jit`)."""
+
+    def __init__(self, fn: Callable[..., Any], *, static_argnums: int | Sequence[int] = (),
+                 static_argnames: str | Sequence[str] = (),
+                 donate_argnums: int | Sequence[int] = (), device: str = "cpu",
+                 cache_size: int = DEFAULT_CACHE_SIZE):
+        if isinstance(fn, Module):
+            fn = fn.build
+        if not callable(fn):
+            raise TypeError(f"ipuxl.jit takes a function or a popxl.Module; got "
+                            f"{type(fn).__name__}: {fn!r}.")
+        if device not in ("cpu", "ipu_model"):
+            raise ValueError(f"ipuxl.jit: device must be 'cpu' or 'ipu_model'; got {device!r}.")
+        functools.update_wrapper(self, fn)
+        self._fn = fn
+        self._positional = positional_names(fn)
+        self._static_argnums = _int_tuple(static_argnums)
+        self._static_argnames = _str_tuple(static_argnames)
+        self._donate_argnums = _int_tuple(donate_argnums)
+        self._device = device
+        self._cache_size = cache_size
+        self._builds: collections.OrderedDict[Any, _Built] = collections.OrderedDict()
+        self.trace_count = 0
+        self._per_instance: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self._state: dict[str, jax.Array] = {}
+        self._stateless = jax.jit(self._trace_stateless, static_argnums=self._static_argnums,
+                                  static_argnames=self._static_argnames,
+                                  donate_argnums=self._donate_argnums)
+        shifted = tuple(i + 1 for i in self._static_argnums)
+        self._stateful = jax.jit(self._trace_stateful, static_argnums=shifted,
+                                 static_argnames=self._static_argnames,
+                                 donate_argnums=(0, *(i + 1 for i in self._donate_argnums)))
+        self._call: Callable[..., Any] = self._stateless
+
+    # ----------------------------------------------------------------- calling
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return self._call(*args, **kwargs)
+        except _NeedsState as need:
+            self._add_state(need.built)
+            return self._call(*args, **kwargs)
+
+    def _call_stateful(self, *args: Any, **kwargs: Any) -> Any:
+        outputs, self._state = self._stateful(self._state, *args, **kwargs)
+        return outputs
+
+    def __get__(self, instance: Any, owner: Any = None) -> Any:
+        """``@ipuxl.jit`` on a method (of a ``popxl.Module``, say): one jitted function,
+        with its own variables, per instance."""
+        if instance is None:
+            return self
+        bound = self._per_instance.get(instance)
+        if bound is None:
+            bound = self._per_instance[instance] = JitFunction(
+                functools.partial(self._fn, instance), static_argnums=self._static_argnums,
+                static_argnames=self._static_argnames, donate_argnums=self._donate_argnums,
+                device=self._device, cache_size=self._cache_size)
+            bound.__name__ = self.__name__
+        return bound
+
+    def _add_state(self, built: _Built) -> None:
+        """Add the variables ``built`` creates (their initial values) to the state."""
+        for variable in built.program.variables:
+            known = self._state.get(variable.id)
+            spec = (tuple(variable.shape), variable.dtype.jax_dtype)
+            if known is not None:
+                if (known.shape, known.dtype) != spec:
+                    raise ValueError(
+                        f"ipuxl.jit: the variable `{variable.id}` is {variable.dtype.name}"
+                        f"{list(variable.shape)} for these arguments but "
+                        f"{known.dtype}{list(known.shape)} for earlier ones. Variables of a "
+                        "jitted function keep one type: give them different names."
+                    )
+                continue
+            self._state[variable.id] = jnp.asarray(host_to_device_array(variable._data))
+        self._call = self._call_stateful
+
+    @property
+    def variables(self) -> dict[str, np.ndarray]:
+        """The function's variables (by name) as NumPy arrays, as of the last call."""
+        return {name: np.asarray(value) for name, value in self._state.items()}
+
+    # ----------------------------------------------------------------- tracing
+    def _trace_stateless(self, *args: Any, **kwargs: Any) -> Any:
+        built = self._built_for(args, kwargs)
+        if built.program.variables:
+            raise _NeedsState(built)
+        outputs, _ = self._run(built, {}, args, kwargs)
+        return outputs
+
+    def _trace_stateful(self, state: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+        built = self._built_for(args, kwargs)
+        if any(name not in state for name in built.variable_names):
+            raise _NeedsState(built)
+        return self._run(built, state, args, kwargs)
+
+    def _run(self, built: _Built, state: dict[str, Any], args: tuple, kwargs: dict
+             ) -> tuple[Any, dict[str, Any]]:
+        program = built.program
+        if program.uses_64bit and not jax.config.jax_enable_x64:
+            raise TypeError(
+                f"{self.__name__}: the Ir uses 64-bit tensors, but JAX runs in 32-bit mode. "
+                "Enable 64-bit types with jax.config.update('jax_enable_x64', True), as for "
+                "jax.jit, or use 32-bit dtypes."
+            )
+        leaves = self._dynamic_leaves(args, kwargs)[0]
+        constants = tuple(jnp.asarray(host_to_device_array(c._data))
+                          for c in program.arg_constants)
+        old = tuple(state[v.id] for v in program.variables)
+        new_state, out_leaves = program.call(old, constants, tuple(leaves))
+        updated = dict(state)
+        updated.update(zip(built.variable_names, new_state))
+        return tree_util.tree_unflatten(built.output_tree, out_leaves), updated
+
+    def _dynamic_leaves(self, args: tuple, kwargs: dict) -> tuple[list[Any], list[str], Any]:
+        """The array leaves of the non-static arguments, their names (``x``,
+        ``params['w']``: the parameter and the path in it), and the structure to put
+        Tensors back in."""
+        positions = [i for i in range(len(args)) if i not in self._static_argnums]
+        dynamic = ([args[i] for i in positions],
+                   {k: v for k, v in kwargs.items() if k not in self._static_argnames})
+        with_paths, tree = tree_util.tree_flatten_with_path(dynamic)
+        names = []
+        for path, _ in with_paths:
+            if path[0].idx == 0:  # positional: name it after its parameter
+                index = positions[path[1].idx]
+                head = (self._positional[index] if index < len(self._positional)
+                        else f"arg{index}")
+            else:
+                head = str(path[1].key)
+            names.append(head + tree_util.keystr(path[2:]))
+        return [leaf for _, leaf in with_paths], names, tree
+
+    def _key(self, args: tuple, kwargs: dict) -> Any:
+        leaves, _, tree = self._dynamic_leaves(args, kwargs)
+        avals = tuple(_aval_key(leaf) for leaf in leaves)
+        statics = (tuple(args[i] for i in self._static_argnums if i < len(args)),
+                   tuple(sorted((k, v) for k, v in kwargs.items()
+                                if k in self._static_argnames)))
+        return tree, avals, statics
+
+    def _built_for(self, args: tuple, kwargs: dict) -> _Built:
+        key = self._key(args, kwargs)
+        built = self._builds.get(key)
+        if built is None:
+            built = self._build(args, kwargs)
+            self._builds[key] = built
+            while len(self._builds) > self._cache_size:
+                self._builds.popitem(last=False)
+        else:
+            self._builds.move_to_end(key)
+        return built
+
+    def _build(self, args: tuple, kwargs: dict) -> _Built:
+        """Trace the user's function into a new Ir for these arguments' types."""
+        self.trace_count += 1
+        leaves, names, tree = self._dynamic_leaves(args, kwargs)
+        ir = Ir()
+        tensors, results, made = [], [], []
+        with ir.main_graph:
+            for leaf, name in zip(leaves, names):
+                aval = api_util.shaped_abstractify(leaf)
+                stream = h2d_stream(aval.shape, dtypes.dtype.as_dtype(aval.dtype), name=name)
+                tensors.append(host_load(stream, _short(name)))
+                made.append(tensors[-1]._producer)
+            dynamic_args, dynamic_kwargs = tree_util.tree_unflatten(tree, tensors)
+            call_args = list(dynamic_args)
+            for i in sorted(self._static_argnums):
+                if i < len(args):
+                    call_args.insert(i, args[i])
+            call_kwargs = {**dynamic_kwargs,
+                           **{k: v for k, v in kwargs.items() if k in self._static_argnames}}
+            result = self._fn(*call_args, **call_kwargs)
+            out_tree = tree_util.tree_structure(result)
+            for path, leaf in tree_util.tree_flatten_with_path(result)[0]:
+                if not isinstance(leaf, Tensor):
+                    raise TypeError(
+                        f"{self.__name__}: an @ipuxl.jit function returns Tensors (in any "
+                        f"pytree); the output at {tree_util.keystr(path) or 'the top'} is "
+                        f"{type(leaf).__name__}: {leaf!r}. Make it a tensor, e.g. "
+                        "popxl.constant(value)."
+                    )
+                stream = d2h_stream(leaf.shape, leaf.dtype,
+                                    name="out" + tree_util.keystr(path))
+                host_store(stream, leaf)
+                results.append(leaf)
+                made.append(ir.main_graph.ops[-1])
+        verify_ir(ir)
+        # The loads and stores made here stand for the arguments and results (they show
+        # in the printed Ir and cost host transfers on the IPU model); the executable
+        # binds and returns the tensors directly.
+        _check_no_other_transfers(ir, frozenset(made), self.__name__)
+        built = _Built(ir, lower_function(ir, tensors, results, frozenset(made)), out_tree)
+        if self._device == "ipu_model":
+            from ipuxl import sim
+            from ipuxl.sim import oom
+
+            built.report = sim.estimate(ir)
+            oom.check_fits(built.report, False)
+        return built
+
+    # ----------------------------------------------------------------- inspection
+    def lower(self, *args: Any, **kwargs: Any) -> Lowered:
+        """The Ir built for these arguments (built now if it is not cached), its program
+        and JAX's lowering."""
+        built = self._built_for(args, kwargs)
+        if built.program.variables and self._call is self._stateless:
+            self._add_state(built)
+        if self._call is self._stateless:
+            lowered = self._stateless.lower(*args, **kwargs)
+        else:
+            lowered = self._stateful.lower(self._state, *args, **kwargs)
+        return Lowered(built.ir, built.program, lowered, built.report)
+
+    def report(self, *args: Any, **kwargs: Any) -> Any:
+        """The IPU model's estimate for these arguments (``device="ipu_model"`` only)."""
+        if self._device != "ipu_model":
+            raise ValueError(
+                f"{self.__name__} was jitted for device {self._device!r}; the IPU model "
+                "report needs ipuxl.jit(..., device='ipu_model')."
+            )
+        return self._built_for(args, kwargs).report
+
+    def __repr__(self) -> str:
+        return f"<ipuxl.jit of {getattr(self._fn, '__qualname__', self._fn)!r}>"
+
+
+def jit(fn: Callable[..., Any] | None = None, *, static_argnums: int | Sequence[int] = (),
+        static_argnames: str | Sequence[str] = (), donate_argnums: int | Sequence[int] = (),
+        device: str = "cpu", cache_size: int = DEFAULT_CACHE_SIZE) -> Any:
+    """Jit a model function written with ipuxl ops (see the module docstring).
+
+    Args:
+        fn: called with ipuxl Tensors in place of the array leaves of its arguments;
+            returns a Tensor or a pytree of Tensors.
+        static_argnums, static_argnames: arguments passed as Python values (hashable); a
+            new value builds a new Ir, as in ``jax.jit``.
+        donate_argnums: arguments whose buffers the call may reuse (as ``jax.jit``).
+        device: ``"cpu"`` or ``"ipu_model"`` (also estimate each signature on the IPU
+            model: ``fn.report(*args)``).
+        cache_size: Irs kept (least recently used dropped first).
+
+    Returns:
+        A :class:`JitFunction` (or a decorator, when ``fn`` is not given).
+    """
+    if fn is None:
+        return functools.partial(jit, static_argnums=static_argnums,
+                                 static_argnames=static_argnames,
+                                 donate_argnums=donate_argnums, device=device,
+                                 cache_size=cache_size)
+    return JitFunction(fn, static_argnums=static_argnums, static_argnames=static_argnames,
+                       donate_argnums=donate_argnums, device=device, cache_size=cache_size)
+
+
+_TRANSFERS = ("host_load", "host_store", "remote_load", "remote_load_", "remote_store")
+
+
+def _check_no_other_transfers(ir: Ir, made: frozenset[Any], name: str) -> None:
+    """A jitted function takes arrays and returns arrays: refuse streams and remote
+    buffers of its own."""
+    for graph in ir.graphs:
+        for op in graph.ops:
+            if op.name in _TRANSFERS and op not in made:
+                file, line = op.location
+                raise ValueError(
+                    f"{name}: `{op.name}` at {file}:{line} moves data to or from the host, "
+                    "but an @ipuxl.jit function takes its data as arguments and returns its "
+                    "results. Pass the value as an argument (or return it), or build a "
+                    "popxl.Session for programs with streams and remote buffers."
+                )
+
+
+def _aval_key(leaf: Any) -> Any:
+    aval = api_util.shaped_abstractify(leaf)
+    return aval.shape, str(aval.dtype), bool(getattr(aval, "weak_type", False))
+
+
+def _short(name: str) -> str:
+    """A tensor name from a leaf path: ``params['w']`` -> ``params_w``."""
+    out = "".join(c if c.isalnum() or c == "_" else "_" for c in name).strip("_")
+    while "__" in out:
+        out = out.replace("__", "_")
+    return out or "arg"
+
+
+def positional_names(fn: Callable[..., Any]) -> list[str]:
+    try:
+        parameters = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return []
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return [p.name for p in parameters if p.kind in kinds]
+
+
+def _int_tuple(value: int | Sequence[int]) -> tuple[int, ...]:
+    return (value,) if isinstance(value, int) else tuple(int(v) for v in value)
+
+
+def _str_tuple(value: str | Sequence[str]) -> tuple[str, ...]:
+    return (value,) if isinstance(value, str) else tuple(value)
