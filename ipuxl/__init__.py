@@ -50,6 +50,9 @@ from ipuxl.dtypes import (
 from ipuxl.execution_context import ExecutionContext
 from ipuxl.graph import Graph
 from ipuxl.ir import Ir
+from ipuxl.jit import jit as jit  # ipuxl extensions: the JAX-style workflow
+from ipuxl.jit_grad import grad as grad
+from ipuxl.jit_grad import value_and_grad as value_and_grad
 from ipuxl.module import Module
 from ipuxl.random_seed import create_seeds
 from ipuxl.remote_buffer import RemoteBuffer, remote_buffer

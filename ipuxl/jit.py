@@ -146,6 +146,12 @@ class JitFunction:
         except _NeedsState as need:
             self._add_state(need.built)
             return self._call(*args, **kwargs)
+        except TypeError:
+            # Called with Tensors, from inside another jitted function or a graph being
+            # built: trace the function into that graph, as nested jax.jit calls inline.
+            if any(isinstance(leaf, Tensor) for leaf in tree_util.tree_leaves((args, kwargs))):
+                return self._fn(*args, **kwargs)
+            raise
 
     def _call_stateful(self, *args: Any, **kwargs: Any) -> Any:
         outputs, self._state = self._stateful(self._state, *args, **kwargs)
@@ -167,19 +173,10 @@ class JitFunction:
 
     def _add_state(self, built: _Built) -> None:
         """Add the variables ``built`` creates (their initial values) to the state."""
+        _check_state_types(built, self._state)
         for variable in built.program.variables:
-            known = self._state.get(variable.id)
-            spec = (tuple(variable.shape), variable.dtype.jax_dtype)
-            if known is not None:
-                if (known.shape, known.dtype) != spec:
-                    raise ValueError(
-                        f"ipuxl.jit: the variable `{variable.id}` is {variable.dtype.name}"
-                        f"{list(variable.shape)} for these arguments but "
-                        f"{known.dtype}{list(known.shape)} for earlier ones. Variables of a "
-                        "jitted function keep one type: give them different names."
-                    )
-                continue
-            self._state[variable.id] = jnp.asarray(host_to_device_array(variable._data))
+            if variable.id not in self._state:
+                self._state[variable.id] = jnp.asarray(host_to_device_array(variable._data))
         self._call = self._call_stateful
 
     @property
@@ -199,6 +196,7 @@ class JitFunction:
         built = self._built_for(args, kwargs)
         if any(name not in state for name in built.variable_names):
             raise _NeedsState(built)
+        _check_state_types(built, state)
         return self._run(built, state, args, kwargs)
 
     def _run(self, built: _Built, state: dict[str, Any], args: tuple, kwargs: dict
@@ -355,8 +353,24 @@ def jit(fn: Callable[..., Any] | None = None, *, static_argnums: int | Sequence[
                                  static_argnames=static_argnames,
                                  donate_argnums=donate_argnums, device=device,
                                  cache_size=cache_size)
+    if isinstance(fn, Module) and isinstance(fn.build, JitFunction):
+        return fn.build  # its build method is jitted already (per instance)
     return JitFunction(fn, static_argnums=static_argnums, static_argnames=static_argnames,
                        donate_argnums=donate_argnums, device=device, cache_size=cache_size)
+
+
+def _check_state_types(built: _Built, state: dict[str, Any]) -> None:
+    """The variables of every signature keep one type (they are one state)."""
+    for variable in built.program.variables:
+        known = state.get(variable.id)
+        spec = (tuple(variable.shape), np.dtype(variable.dtype.jax_dtype))
+        if known is not None and (tuple(known.shape), np.dtype(known.dtype)) != spec:
+            raise ValueError(
+                f"ipuxl.jit: the variable `{variable.id}` is {variable.dtype.name}"
+                f"{list(variable.shape)} for these arguments but {np.dtype(known.dtype).name}"
+                f"{list(known.shape)} for earlier ones. Variables of a jitted function keep "
+                "one type: give them different names."
+            )
 
 
 _TRANSFERS = ("host_load", "host_store", "remote_load", "remote_load_", "remote_store")

@@ -257,7 +257,14 @@ class GraphLowering:
 
     def lower_ops(self, ops: Sequence[Op]) -> None:
         for op in ops:
-            self.lower_op(op)
+            try:
+                self.lower_op(op)
+            except Exception as error:
+                # Say which op of the user's failed (inner ops first, then their calls).
+                file, line = op.location
+                error.add_note(f"while lowering the ipuxl op `{op.name}` "
+                               f"(graph {op.graph.id or 'main'}) created at {file}:{line}")
+                raise
 
     def lower_op(self, op: Op) -> None:
         opdef = op.opdef
