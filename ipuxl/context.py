@@ -98,10 +98,17 @@ class Context:
                 "previous context's Ir is different. Leave the other Ir's graph context "
                 f"before entering a graph of {graph.ir!r}."
             )
+        if not self.graphs:
+            for hook in BUILDING_HOOKS:
+                hook(True)
         self.graphs.append(graph)
 
     def pop_graph(self) -> Graph:
-        return self.graphs.pop()
+        graph = self.graphs.pop()
+        if not self.graphs:
+            for hook in BUILDING_HOOKS:
+                hook(False)
+        return graph
 
     # ------------------------------------------------------------- in_sequence
     def sequence_predecessors(self, graph: Graph) -> tuple[Op, ...]:
@@ -327,6 +334,11 @@ def debug_context_frame_offset(offset: int) -> Iterator[None]:
     finally:
         _CONTEXT.debug_frame_offset = previous
 
+
+# Called with True when a first graph is entered (a program is being built) and with
+# False when the last one is left: ipuxl.jit puts its functions in their Python call path
+# while building, so that jitted functions called with Tensors trace into the graph.
+BUILDING_HOOKS: list[Callable[[bool], None]] = []
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 # JAX's own frames too: an @ipuxl.jit function is traced from inside jax.jit.

@@ -51,6 +51,7 @@ import numpy as np
 from jax import api_util, tree_util
 
 from ipuxl import dtypes
+from ipuxl.context import BUILDING_HOOKS, get_current_context
 from ipuxl.ir import Ir
 from ipuxl.lowering import Function, host_to_device_array, lower_function
 from ipuxl.module import Module
@@ -64,12 +65,19 @@ __all__ = ["jit", "JitFunction", "Lowered"]
 DEFAULT_CACHE_SIZE = 64
 
 
-class _NeedsState(Exception):
+class _NeedsState(RuntimeError):
     """Raised out of a JAX trace when a signature creates variables the call did not
-    pass in: the caller adds them to the state and calls again."""
+    pass in: the caller adds them to the state and calls again. (A function that made no
+    variables for its first arguments runs in its fast path, which cannot catch this: for
+    new arguments that make variables the user sees this error once.)"""
 
     def __init__(self, built: _Built):
-        super().__init__("ipuxl internal: state needed")
+        names = ", ".join(f"`{n}`" for n in built.variable_names)
+        super().__init__(
+            f"This jitted function made no variables for the arguments it was called with "
+            f"before, but makes {names} for these. It keeps them as its state from now on: "
+            "call it again."
+        )
         self.built = built
 
 
@@ -138,11 +146,12 @@ class JitFunction:
                                  static_argnames=self._static_argnames,
                                  donate_argnums=(0, *(i + 1 for i in self._donate_argnums)))
         self._call: Callable[..., Any] = self._stateless
+        self._fast_class: type | None = None
 
     # ----------------------------------------------------------------- calling
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         try:
-            return self._call(*args, **kwargs)
+            result = self._call(*args, **kwargs)
         except _NeedsState as need:
             self._add_state(need.built)
             return self._call(*args, **kwargs)
@@ -152,6 +161,22 @@ class JitFunction:
             if any(isinstance(leaf, Tensor) for leaf in tree_util.tree_leaves((args, kwargs))):
                 return self._fn(*args, **kwargs)
             raise
+        if self._call is self._stateless and not get_current_context().graphs:
+            self._go_fast()
+        return result
+
+    # A stateless function, once called, is called by JAX's C++ dispatch directly: its
+    # class becomes one whose __call__ is the jax.jit function itself (no Python frame).
+    # While a program is being built, every such function goes back to the Python path.
+    def _go_fast(self) -> None:
+        if self._fast_class is None:
+            self._fast_class = type(type(self).__name__, (JitFunction,),
+                                    {"__call__": staticmethod(self._stateless)})
+        self.__class__ = self._fast_class
+        _FAST.add(self)
+
+    def _go_slow(self) -> None:
+        self.__class__ = JitFunction
 
     def _call_stateful(self, *args: Any, **kwargs: Any) -> Any:
         outputs, self._state = self._stateful(self._state, *args, **kwargs)
@@ -188,6 +213,8 @@ class JitFunction:
     def _trace_stateless(self, *args: Any, **kwargs: Any) -> Any:
         built = self._built_for(args, kwargs)
         if built.program.variables:
+            self._go_slow()
+            _FAST.discard(self)
             raise _NeedsState(built)
         outputs, _ = self._run(built, {}, args, kwargs)
         return outputs
@@ -357,6 +384,20 @@ def jit(fn: Callable[..., Any] | None = None, *, static_argnums: int | Sequence[
         return fn.build  # its build method is jitted already (per instance)
     return JitFunction(fn, static_argnums=static_argnums, static_argnames=static_argnames,
                        donate_argnums=donate_argnums, device=device, cache_size=cache_size)
+
+
+_FAST: weakref.WeakSet[JitFunction] = weakref.WeakSet()
+
+
+def _while_building(building: bool) -> None:
+    for fn in list(_FAST):
+        if building:
+            fn._go_slow()
+        else:
+            fn._go_fast()
+
+
+BUILDING_HOOKS.append(_while_building)
 
 
 def _check_state_types(built: _Built, state: dict[str, Any]) -> None:

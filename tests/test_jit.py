@@ -11,6 +11,7 @@ import pytest
 import ipuxl
 import ipuxl.ops as ops
 import ipuxl.popart as popart
+from ipuxl.jit import JitFunction
 from ipuxl.op import OpDef
 from ipuxl.ops.type_rules import same_as_input
 
@@ -279,3 +280,47 @@ def test_cache_is_bounded():
     for n in range(1, 5):
         f(data(n))
     assert len(f._builds) == 2 and f.trace_count == 4
+
+
+def test_jitted_functions_compose_and_build_into_popxl_programs():
+    @ipuxl.jit
+    def layer(x, w):
+        return ops.relu(x @ w)
+
+    @ipuxl.jit
+    def model(x, w1, w2):
+        return layer(layer(x, w1), w2)
+
+    x, w1, w2 = data(4, 3), data(3, 5), data(5, 2)
+    layer(x, w1)  # called once on arrays: its fast path
+    expected = np.maximum(np.maximum(x @ w1, 0) @ w2, 0)
+    np.testing.assert_allclose(model(x, w1, w2), expected, rtol=1e-5, atol=1e-6)
+    # Inside an ordinary PopXL program too.
+    ir = popxl.Ir()
+    with ir.main_graph:
+        t = ops.host_load(popxl.h2d_stream((4, 3), popxl.float32, "x"))
+        w = popxl.variable(w1, name="w")
+        y = layer(t, w)
+        ops.host_store(popxl.d2h_stream((4, 5), popxl.float32, "y"), y)
+    with popxl.Session(ir, "cpu") as session:
+        out = session.run({next(iter(ir.get_all_h2d_streams())): x})
+    np.testing.assert_allclose(next(iter(out.values())), np.maximum(x @ w1, 0), rtol=1e-5)
+    np.testing.assert_allclose(layer(x, w1), np.maximum(x @ w1, 0), rtol=1e-5)
+    # Back on its fast path (JAX's dispatch as its __call__) once the build is over.
+    assert isinstance(layer, JitFunction) and type(layer) is not JitFunction
+
+
+def test_variables_appearing_for_new_argument_types():
+    @ipuxl.jit(static_argnums=1)
+    def f(x, keep):
+        if keep:
+            v = popxl.variable(np.float32(0), name="v")
+            ops.var_updates.accumulate_(v, ops.sum(x))
+        return x * 2.0
+
+    f(data(2), False)
+    with pytest.raises(RuntimeError, match=r"makes `v` for these\. It keeps them .* call it "
+                                           "again"):
+        f(np.ones(2, np.float32), True)
+    f(np.ones(2, np.float32), True)
+    assert f.variables["v"] == 2.0
