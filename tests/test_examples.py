@@ -16,6 +16,10 @@ EXPECTED_OUTPUT = {
     "simple_addition_popart_ir.py": ["add(a_hostload, b_hostload)", "Result is [7.5]"],
     "tensor_addition_popart_ir.py": ["a + b is 4, a + 1 is 4, a is 3"],
     "repeat_graph_2.py": ["Output shape is (8, 2, 2)"],
+    "jit_quickstart.py": [
+        "layer(x, w, b): ArrayImpl (8, 3)", "h2d_stream x: f32[8,4]", "gelu(add_out)",
+        "learnt w = [ 2.  -1.   0.5], b = [0.3] (traced 1 time)",
+        "running mean after 300 samples", "count = 300.0", "fits: True"],
     "ipu_model_report.py": [
         "ipuxl ipu_model: memory and cycle figures are model estimates",
         "Target: 1472-tile GC200 (ipu2)", "Fits on a GC200: True",
