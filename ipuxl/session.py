@@ -39,7 +39,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from ipuxl import devices, disk_cache, host_buffers, host_values, replication, sim
+from ipuxl import devices, host_buffers, host_values, replication, sim
 from ipuxl.executable_cache import EXECUTABLES
 from ipuxl.fp8_utils import float8_from_device
 from ipuxl.host_callbacks import has_callbacks, interrupts_noted, take_interrupt
@@ -314,11 +314,7 @@ class Session:
         """
         key = (fingerprint(self._ir, self._device_desc), str(self._device), self._donate,
                self._mode)
-        build = self._build_executable
-        if self._mesh is None and self._processes == 1:  # on disk too (POPXL_CACHE_DIR)
-            def build() -> tuple[Any, tuple, tuple[int, ...]]:
-                return disk_cache.load_or_build(key, self._build_executable, [self._device])
-        return _EXECUTABLES.get_or_build(key, build)
+        return _EXECUTABLES.get_or_build(key, self._build_executable)
 
     def _build_executable(self) -> tuple[Any, tuple, tuple[int, ...]]:
         program = self._program
