@@ -40,6 +40,7 @@ from __future__ import annotations
 import collections
 import functools
 import inspect
+import time
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -50,7 +51,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import api_util, tree_util
 
-from ipuxl import dtypes
+from ipuxl import dtypes, profiling
 from ipuxl.context import BUILDING_HOOKS, get_current_context
 from ipuxl.ir import Ir
 from ipuxl.lowering import Function, host_to_device_array, lower_function
@@ -285,6 +286,16 @@ class JitFunction:
 
     def _build(self, args: tuple, kwargs: dict) -> _Built:
         """Trace the user's function into a new Ir for these arguments' types."""
+        start = time.perf_counter()
+        built = self._build_ir(args, kwargs)
+        if profiling.ACTIVE:
+            profiling.record("jit", f"build {self.__name__}", start, time.perf_counter(),
+                             ops=sum(len(g.ops) for g in built.ir.graphs))
+            if built.report is not None:
+                profiling.record_report(self.__name__, built.report)
+        return built
+
+    def _build_ir(self, args: tuple, kwargs: dict) -> _Built:
         self.trace_count += 1
         leaves, names, tree = self._dynamic_leaves(args, kwargs)
         ir = Ir()
