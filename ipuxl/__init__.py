@@ -54,6 +54,7 @@ from ipuxl.jit import jit as jit  # ipuxl extensions: the JAX-style workflow
 from ipuxl.jit_grad import grad as grad
 from ipuxl.jit_grad import value_and_grad as value_and_grad
 from ipuxl.module import Module
+from ipuxl.profiling import profile as profile
 from ipuxl.random_seed import create_seeds
 from ipuxl.remote_buffer import RemoteBuffer, remote_buffer
 from ipuxl.replica_grouping import ReplicaGrouping
