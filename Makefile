@@ -29,6 +29,8 @@ bench: $(STAMP)
 	$(PY) benchmarks/training.py
 	$(PY) benchmarks/replication.py
 	$(PY) benchmarks/simulator.py
+	$(PY) benchmarks/jit.py
+	$(PY) benchmarks/compile_cache.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info
