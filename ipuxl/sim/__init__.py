@@ -24,6 +24,7 @@ Example:
 
 from __future__ import annotations
 
+import gc
 import logging
 import math
 from typing import Any
@@ -60,7 +61,15 @@ def estimate(ir: Any, device: Any = "ipu_model") -> Report:
     target = device if isinstance(device, Target) else target_of(device, ir)
     replicas = int(getattr(ir, "replication_factor", 1))
     walker = Walker(ir, target, replicas)
-    main = walker.run()
+    # The walk makes many small objects and frees none: without the cyclic collector
+    # scanning them again and again, its time stays linear in the number of ops.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        main = walker.run()
+    finally:
+        if collecting:
+            gc.enable()
     warnings = []
     if walker.offchip_bytes:
         warnings.append(REMOTE_NOTE)
