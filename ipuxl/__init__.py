@@ -24,6 +24,7 @@ from ipuxl.context import (
     ipu,
     name_scope,
 )
+from ipuxl.dot import to_dot as to_dot  # an ipuxl extension: Graphviz source
 from ipuxl.dtypes import bfloat16 as bfloat16  # an ipuxl extension
 from ipuxl.dtypes import (
     bool,

@@ -262,3 +262,15 @@ class Graph:
         from ipuxl.printing import format_graph
 
         return format_graph(self)
+
+    def _repr_html_(self) -> str:
+        """The notebook view (see :mod:`ipuxl.notebook`)."""
+        from ipuxl.notebook import graph_html
+
+        return graph_html(self)
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        """IPython's text view: ``str(graph)``."""
+        from ipuxl.notebook import pretty
+
+        pretty(self, printer, cycle)

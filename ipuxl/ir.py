@@ -202,15 +202,21 @@ class Ir:
         return set(used_streams(self, "host_store"))
 
     def dot_checkpoint(self, check: str, save_dir: str | None = None) -> None:
-        """Write the IR text form to ``<save_dir>/<check>.txt`` when ``POPART_DOT_CHECKS``
-        names ``check`` (or is ``ALL``)."""
-        wanted = os.environ.get("POPART_DOT_CHECKS", "")
-        if check not in wanted.split(":") and wanted != "ALL":
-            return
-        directory = save_dir or "."
-        os.makedirs(directory, exist_ok=True)
-        with open(os.path.join(directory, f"{check}.txt"), "w") as file:
-            file.write(str(self))
+        """Write the Ir as Graphviz source (``ipuxl.to_dot``) to
+        ``<dir>/<NNNN>_<check>.dot``, and an SVG drawing when ``dot`` is on PATH, when
+        ``POPART_DOT_CHECKS`` names ``check`` (or is ``ALL``); see
+        :func:`ipuxl.dot.write_dot_checkpoint` for the directory and the numbering."""
+        from ipuxl.dot import write_dot_checkpoint
+
+        write_dot_checkpoint(self, check, save_dir)
+
+    @property
+    def _pb_ir(self) -> Any:
+        """PopART's Ir object as PopXL programs use it: ``getSessionOptions()`` (the same
+        options on every call) and ``logIr()``; see :mod:`ipuxl.session_options`."""
+        from ipuxl.session_options import PbIr
+
+        return PbIr(self)
 
     # ----------------------------------------------------------------- internals
     def _next_counter(self) -> int:
@@ -229,6 +235,18 @@ class Ir:
         from ipuxl.printing import format_ir
 
         return format_ir(self)
+
+    def _repr_html_(self) -> str:
+        """The notebook view (see :mod:`ipuxl.notebook`)."""
+        from ipuxl.notebook import ir_html
+
+        return ir_html(self)
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        """IPython's text view: ``str(ir)``."""
+        from ipuxl.notebook import pretty
+
+        pretty(self, printer, cycle)
 
     def __hash__(self) -> int:
         return hash(self._id)

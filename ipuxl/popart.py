@@ -3,6 +3,10 @@
 PopXL programs catch ``popart.popart_exception`` and
 ``popart.poplar_application_runtime_error``; ipuxl raises these classes in the same places.
 Both are ``RuntimeError`` subclasses, so ``except RuntimeError`` also catches them.
+
+``popart.getLogger()`` sets the level of ipuxl's PopART log (see :mod:`ipuxl.logs`), and
+``SessionOptions`` is what ``ir._pb_ir.getSessionOptions()`` returns (see
+:mod:`ipuxl.session_options`).
 """
 
 from __future__ import annotations
@@ -10,12 +14,15 @@ from __future__ import annotations
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
+from ipuxl.logs import getLogger as getLogger
+from ipuxl.session_options import SessionOptions as SessionOptions
+
 if TYPE_CHECKING:
     from ipuxl.ops.collectives.groups import CommGroup, CommGroupType
 
 __all__ = ["popart_exception", "poplar_application_runtime_error", "__version__",
            "CommGroup", "CommGroupType", "VariableRetrievalMode", "OutOfMemoryException",
-           "DeviceManager"]
+           "DeviceManager", "getLogger", "SessionOptions"]
 
 __version__ = "ipuxl-compat"
 

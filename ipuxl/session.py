@@ -31,6 +31,7 @@ import logging
 import os
 import sys
 import threading
+import time
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -39,13 +40,14 @@ from typing import Any
 import jax
 import numpy as np
 
-from ipuxl import devices, host_buffers, host_values, replication, sim
+from ipuxl import devices, host_buffers, host_values, replication, session_options, sim
 from ipuxl.executable_cache import EXECUTABLES
 from ipuxl.fp8_utils import float8_from_device
 from ipuxl.host_callbacks import has_callbacks, interrupts_noted, take_interrupt
 from ipuxl.ir import Ir
 from ipuxl.lowering import fingerprint, host_to_device_array, lower_ir, with_nesting_room
 from ipuxl.popart import poplar_application_runtime_error
+from ipuxl.progress import Progress
 from ipuxl.remote_buffer import remote_slot
 from ipuxl.replica_sharding import shards_of
 from ipuxl.sim import device as sim_device
@@ -56,6 +58,8 @@ from ipuxl.verify import verify_ir
 __all__ = ["Session", "TransferCounts"]
 
 _LOGGER = logging.getLogger(__name__)
+# The Session's phases, as PopART's session logs them (see ipuxl.logs).
+_LOG = logging.getLogger("popart.session")
 
 # Compiled executables by (fingerprint of the Ir, device): Sessions built from identical
 # programs share one compilation (a bounded LRU, see ipuxl.executable_cache).
@@ -99,7 +103,13 @@ class Session:
         allow_out_of_memory: on the IPU model, what a program that does not fit does:
             False raises ``popart.OutOfMemoryException`` here; True builds the Session
             (with its :attr:`report`) but ``run`` raises; ``"run"`` runs anyway. None:
-            ``POPLAR_ENGINE_OPTIONS``'s ``debug.allowOutOfMemory``, else False.
+            ``debug.allowOutOfMemory`` of the Ir's session options' ``engineOptions``
+            (``ir._pb_ir.getSessionOptions()``), else of ``POPLAR_ENGINE_OPTIONS``, else
+            False.
+
+    Building logs its phases at DEBUG on the ``"popart.session"`` logger (see
+    :mod:`ipuxl.logs`) and, when it takes over 2 s, shows them on a progress line on
+    stderr (see :mod:`ipuxl.progress`).
 
     Raises:
         TypeError: ``ir`` is not an Ir.
@@ -141,70 +151,80 @@ class Session:
                 "nothing: add ops (for example a `host_store` of a result) before building "
                 "a Session."
             )
-        verify_ir(ir)
-        # The IPU model: estimate memory and cycles first (the out-of-memory verdict comes
-        # before any compile, as Poplar's does).
-        self._report, self._refuse_run = None, False
-        if sim_device.is_ipu_model(device_desc):
-            mode = sim_oom.allow_oom_mode(allow_out_of_memory)
-            sim.check_stream_buffers(ir, ir.num_host_transfers)
-            self._report = sim.estimate(ir, device_desc)
-            self._refuse_run = sim_oom.check_fits(self._report, mode)
-            device_desc = "ipu_model"
-        self._device = devices.select_device(device_desc, devices.devices_needed(ir))
-        self._device_desc = device_desc
-        self._version = ir._version
-        self._slots = ir.num_host_transfers
-        # Host arrays hold this process's replicas; the device holds all of them (they
-        # differ only when several processes run the program: see ipuxl.popdist).
-        self._replicas = ir.instance_replication_factor
-        self._global_replicas = ir.replication_factor
-        self._processes = ir._topology.num_instances if ir._topology is not None else 1
-        self._mode, self._mesh = None, None
-        if self._global_replicas > 1:
-            available = jax.devices(self._device.platform)
-            if self._processes > 1 and replication_mode not in (None, "shard_map"):
-                raise ValueError(
-                    f"A program run by {self._processes} processes needs replication mode "
-                    f"'shard_map' (one device per replica across the processes); got "
-                    f"{replication_mode!r}."
-                )
-            self._mode = replication.choose_mode(
-                "shard_map" if self._processes > 1 else replication_mode,
-                self._global_replicas, available)
-            if self._mode == "shard_map":
-                self._mesh = replication.replica_mesh(available, self._global_replicas)
-        self._program = lower_ir(ir)
-        self._uses_64bit = self._program.uses_64bit
-        self._has_callbacks = has_callbacks(ir)
-        program = self._program
-        self._input_layouts = tuple(
-            host_buffers.StreamLayout.of(s, "input", self._slots, self._replicas)
-            for s in program.h2d_streams)
-        devices.check_host_memory(program, self._slots, self._global_replicas, self._device)
-        self._call, self._static_written, self._updated = self._compile()
-        # Only now, with nothing left to fail, is the Ir marked as built.
-        ir._prepared = True
-        self._expected_inputs = frozenset(program.h2d_streams)
-        self._expected_outputs = frozenset(program.d2h_streams)
-        # Per output stream: its layout, and the slots the run writes when known statically
-        # (None: the executable returns a mask of them).
-        self._output_layouts = tuple(
-            (host_buffers.StreamLayout.of(s, "output", self._slots, self._replicas), written)
-            for s, written in zip(program.d2h_streams, self._static_written))
-        self._host_weights: dict[Variable, np.ndarray] = {v: v._data for v in program.variables}
-        # Remote buffers: host copies [entries, *shape] ([R, entries, *shape] replicated),
-        # their slots filled from the remote variables that live in them.
-        self._remote_variables = {v: remote_slot(v) for v in ir.main_graph.variables
-                                  if remote_slot(v) is not None}
-        # Replica-sharded variable handles, and the shard variables that hold them.
-        self._sharded = {v: shards_of(v) for v in ir.main_graph.variables
-                         if shards_of(v) is not None}
-        self._host_buffers = {b: self._initial_buffer(b) for b in program.remote_buffers}
-        # "all_replicas" variables as last read back: [R, *shape], each replica's value.
-        self._host_all_replicas: dict[Variable, np.ndarray] = {}
-        self._device_state: tuple[jax.Array, ...] | None = None
-        self._device_constants = self._to_device([c._data for c in program.arg_constants])
+        options = session_options.options_of(ir)
+        allow_out_of_memory = session_options.apply_to_session(options, allow_out_of_memory)
+        with Progress("Session") as progress:
+            _phase(progress, "verify", "checking Ir %d", ir.id)
+            verify_ir(ir)
+            # The IPU model: estimate memory and cycles first (the out-of-memory verdict comes
+            # before any compile, as Poplar's does).
+            self._report, self._refuse_run = None, False
+            if sim_device.is_ipu_model(device_desc):
+                _phase(progress, "IPU model", "estimating memory and cycles")
+                mode = sim_oom.allow_oom_mode(allow_out_of_memory)
+                sim.check_stream_buffers(ir, ir.num_host_transfers)
+                self._report = sim.estimate(
+                    ir, session_options.model_device(options, device_desc, ir))
+                self._refuse_run = sim_oom.check_fits(self._report, mode)
+                device_desc = "ipu_model"
+            self._device = devices.select_device(device_desc, devices.devices_needed(ir))
+            self._device_desc = device_desc
+            self._version = ir._version
+            self._slots = ir.num_host_transfers
+            # Host arrays hold this process's replicas; the device holds all of them (they
+            # differ only when several processes run the program: see ipuxl.popdist).
+            self._replicas = ir.instance_replication_factor
+            self._global_replicas = ir.replication_factor
+            self._processes = ir._topology.num_instances if ir._topology is not None else 1
+            self._mode, self._mesh = None, None
+            if self._global_replicas > 1:
+                available = jax.devices(self._device.platform)
+                if self._processes > 1 and replication_mode not in (None, "shard_map"):
+                    raise ValueError(
+                        f"A program run by {self._processes} processes needs replication mode "
+                        f"'shard_map' (one device per replica across the processes); got "
+                        f"{replication_mode!r}."
+                    )
+                self._mode = replication.choose_mode(
+                    "shard_map" if self._processes > 1 else replication_mode,
+                    self._global_replicas, available)
+                if self._mode == "shard_map":
+                    self._mesh = replication.replica_mesh(available, self._global_replicas)
+            _phase(progress, "lower", "Ir %d to one JAX function", ir.id)
+            self._program = lower_ir(ir)
+            self._uses_64bit = self._program.uses_64bit
+            self._has_callbacks = has_callbacks(ir)
+            program = self._program
+            self._input_layouts = tuple(
+                host_buffers.StreamLayout.of(s, "input", self._slots, self._replicas)
+                for s in program.h2d_streams)
+            devices.check_host_memory(program, self._slots, self._global_replicas, self._device)
+            _phase(progress, "XLA compile", "for %s", self._device)
+            self._call, self._static_written, self._updated = self._compile()
+            # Only now, with nothing left to fail, is the Ir marked as built.
+            ir._prepared = True
+            self._expected_inputs = frozenset(program.h2d_streams)
+            self._expected_outputs = frozenset(program.d2h_streams)
+            # Per output stream: its layout, and the slots the run writes when known statically
+            # (None: the executable returns a mask of them).
+            self._output_layouts = tuple(
+                (host_buffers.StreamLayout.of(s, "output", self._slots, self._replicas), written)
+                for s, written in zip(program.d2h_streams, self._static_written))
+            self._host_weights: dict[Variable, np.ndarray] = {v: v._data for v in program.variables}
+            # Remote buffers: host copies [entries, *shape] ([R, entries, *shape] replicated),
+            # their slots filled from the remote variables that live in them.
+            self._remote_variables = {v: remote_slot(v) for v in ir.main_graph.variables
+                                      if remote_slot(v) is not None}
+            # Replica-sharded variable handles, and the shard variables that hold them.
+            self._sharded = {v: shards_of(v) for v in ir.main_graph.variables
+                             if shards_of(v) is not None}
+            self._host_buffers = {b: self._initial_buffer(b) for b in program.remote_buffers}
+            # "all_replicas" variables as last read back: [R, *shape], each replica's value.
+            self._host_all_replicas: dict[Variable, np.ndarray] = {}
+            self._device_state: tuple[jax.Array, ...] | None = None
+            _phase(progress, "upload", "%d constants to the device", len(program.arg_constants))
+            self._device_constants = self._to_device([c._data for c in program.arg_constants])
+        _LOG.debug("Session built: Ir %d on %s in %.2f s", ir.id, self._device, progress.elapsed)
         self._host_in_sync = True
         self._attach_stack: list[bool] = []
         self._attached = False
@@ -314,7 +334,17 @@ class Session:
         """
         key = (fingerprint(self._ir, self._device_desc), str(self._device), self._donate,
                self._mode)
-        return _EXECUTABLES.get_or_build(key, self._build_executable)
+        start, missed = time.perf_counter(), []
+
+        def build() -> tuple[Any, tuple, tuple[int, ...]]:
+            missed.append(True)
+            _LOG.debug("XLA compile: executable cache miss, compiling")
+            return self._build_executable()
+
+        executable = _EXECUTABLES.get_or_build(key, build)
+        _LOG.debug("XLA compile: done in %.2f s (executable cache %s)",
+                   time.perf_counter() - start, "miss" if missed else "hit")
+        return executable
 
     def _build_executable(self) -> tuple[Any, tuple, tuple[int, ...]]:
         program = self._program
@@ -458,6 +488,7 @@ class Session:
         self._device_state = self._variables_to_device(
             (*self._program.variables, *self._program.remote_buffers))
         self.transfers.weights_from_host += 1
+        _LOG.debug("Writing weights from host complete.")
 
     def weights_to_host(self) -> None:
         """Copy every device weight to the host (and flush memory-mapped variables)."""
@@ -506,6 +537,7 @@ class Session:
             self._host_buffers[buffer] = host
         self._host_in_sync = True
         self.transfers.weights_to_host += 1
+        _LOG.debug("Writing weights to host complete.")
 
     # ----------------------------------------------------------------- run
     def create_host_outputs(self) -> dict[Any, np.ndarray]:
@@ -603,6 +635,7 @@ class Session:
             for layout, _ in self._output_layouts:
                 host_buffers.check_output_array(layout, outputs[layout.stream])
         state = self._device_state
+        _LOG.debug("run: the main graph of Ir %d", self._ir.id)
         try:
             if self._has_callbacks:
                 with interrupts_noted(), self._x64():
@@ -879,6 +912,13 @@ class Session:
                 state[position] = jax.device_put(updated, placement)
         self._device_state = tuple(state)
         self.transfers.weights_from_host += 1
+        _LOG.debug("Writing weights from host complete (%d written variables).", len(written))
+
+
+def _phase(progress: Progress, name: str, message: str, *args: Any) -> None:
+    """Start a phase of building a Session: on the progress line, and as a DEBUG line."""
+    progress.phase(name)
+    _LOG.debug(f"{name}: {message}", *args)
 
 
 @jax.jit(static_argnums=(2, 3))

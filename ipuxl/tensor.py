@@ -399,6 +399,18 @@ class Tensor:
     def __repr__(self) -> str:
         return f"{type(self).__name__}[{self.id} {self.dtype!r} {self.shape}]"
 
+    def _repr_html_(self) -> str:
+        """The notebook view (see :mod:`ipuxl.notebook`)."""
+        from ipuxl.notebook import tensor_html
+
+        return tensor_html(self)
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        """IPython's text view: ``repr(tensor)``."""
+        from ipuxl.notebook import pretty
+
+        pretty(self, printer, cycle)
+
     def __hash__(self) -> int:
         return self._hash
 

@@ -201,7 +201,7 @@ def test_dot_checkpoint_writes_only_named_checks(tmp_path, monkeypatch):
     ir.dot_checkpoint("OTHER", str(tmp_path))
     assert not os.listdir(tmp_path)
     ir.dot_checkpoint("FINAL", str(tmp_path))
-    assert (tmp_path / "FINAL.txt").read_text() == str(ir)
+    assert (tmp_path / "0000_FINAL.dot").read_text() == popxl.to_dot(ir)
 
 
 # ---------------------------------------------------------------- remote buffers

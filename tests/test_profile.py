@@ -6,7 +6,6 @@ import json
 import numpy as np
 
 import ipuxl
-import ipuxl as popxl
 import ipuxl.ops as ops
 from ipuxl import profiling
 

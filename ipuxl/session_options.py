@@ -1,0 +1,259 @@
+"""PopART's ``SessionOptions``, as ``ir._pb_ir.getSessionOptions()`` returns them.
+
+Real PopXL programs reach past the Python API to set PopART options::
+
+    opts = ir._pb_ir.getSessionOptions()
+    opts.enableEngineCaching = True
+    opts.cachePath = "/tmp/cache"
+    ir._pb_ir.logIr()
+
+ipuxl accepts any attribute: the PopART options in :data:`DEFAULTS` read back their
+PopART default until set, and anything else is kept too, with one warning per name per
+process (on the ``"popart"`` logger) that it is not an option ipuxl knows. Only the
+options in :attr:`SessionOptions.HONOURED` change what ipuxl does; the others are
+accepted and kept, so programs that set them run unchanged.
+
+Example:
+    >>> options = SessionOptions()
+    >>> options.enableOutlining, options.engineOptions
+    (True, {})
+    >>> options.numIOTiles = 32
+    >>> options
+    SessionOptions(numIOTiles=32)
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import weakref
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ipuxl.ir import Ir
+
+__all__ = ["SessionOptions", "PbIr", "DEFAULTS", "HONOURED", "options_of"]
+
+_LOGGER = logging.getLogger("popart")
+_IR_LOGGER = logging.getLogger("popart.ir")
+
+# PopART's session options with their PopART defaults (enums as their names).
+DEFAULTS: dict[str, Any] = {
+    "accumulationFactor": 1,
+    "aliasZeroCopy": False,
+    "autoRecomputation": "NoRecompute",
+    "cachePath": "session_cache",
+    "constantWeights": True,
+    "convolutionOptions": {},
+    "decomposeGradSum": False,
+    "defaultPrefetchBufferingDepth": 1,
+    "enableDistributedReplicatedGraphs": False,
+    "enableEngineCaching": False,
+    "enableExplicitMainLoops": False,
+    "enableFloatingPointChecks": False,
+    "enableGradientAccumulation": False,
+    "enableInplaceAmbiguityChecking": True,
+    "enableLoadAndOffloadRNGState": False,
+    "enableNonStableSoftmax": False,
+    "enableOutlining": True,
+    "enablePipelining": False,
+    "enablePrefetchDatastreams": True,
+    "enableReplicatedGraphs": False,
+    "enableStableNorm": False,
+    "enableStochasticRounding": False,
+    "engineOptions": {},
+    "explicitRecomputation": False,
+    "exportPoplarComputationGraph": False,
+    "exportPoplarVertexGraph": False,
+    "globalReplicaOffset": 0,
+    "globalReplicationFactor": 1,
+    "groupHostSync": False,
+    "instrumentWithHardwareCycleCounter": False,
+    "kahnTieBreaker": "greedy",
+    "logDir": "",
+    "numIOTiles": 0,
+    "outlineThreshold": 1.0,
+    "partialsTypeMatMuls": "",
+    "rearrangeAnchorsOnHost": True,
+    "rearrangeStreamsOnHost": False,
+    "replicatedGraphCount": 1,
+    "reportOptions": {},
+    "syntheticDataMode": "Off",
+    "useHostCopyOps": False,
+    "virtualGraphMode": "Off",
+}
+
+# The options ipuxl acts on, and how.
+HONOURED: dict[str, str] = {
+    "replicatedGraphCount": "the Ir's replication_factor: reading gives it, setting sets it "
+                            "(as PopXL keeps the two in step)",
+    "enableReplicatedGraphs": "reads as replication_factor > 1; setting False sets "
+                              "replication_factor to 1",
+    "engineOptions": 'its "debug.allowOutOfMemory" ("true", "false" or "run") is the '
+                     "default of Session(allow_out_of_memory=...) for this Ir, before "
+                     "POPLAR_ENGINE_OPTIONS",
+    "enableEngineCaching": "with cachePath: Sessions of this Ir use JAX's persistent "
+                           "compilation cache in cachePath (as POPXL_CACHE_DIR does)",
+    "cachePath": "the directory of the persistent cache when enableEngineCaching is True",
+    "numIOTiles": "IO tiles per IPU of the IPU model for Session(ir, 'ipu_model') (a "
+                  "createIpuModelDevice device's own numIOTiles, when set, wins)",
+}
+
+# Unknown option names already warned about in this process.
+_warned: set[str] = set()
+
+
+class SessionOptions:
+    """PopART's session options: any attribute can be set and read back.
+
+    Args:
+        ir: the Ir these options belong to (for the options mirrored from it, such as
+            ``replicatedGraphCount``); None for free-standing options.
+    """
+
+    HONOURED = HONOURED
+
+    def __init__(self, ir: Ir | None = None):
+        object.__setattr__(self, "_values", copy.deepcopy(DEFAULTS))
+        object.__setattr__(self, "_ir_ref", None if ir is None else weakref.ref(ir))
+
+    # ----------------------------------------------------------------- attributes
+    def __getattr__(self, name: str) -> Any:
+        # Only called for names that are not plain attributes: the options.
+        if name.startswith("__") or name in ("_values", "_ir_ref"):
+            raise AttributeError(name)
+        ir = self._ir()
+        if ir is not None and name == "replicatedGraphCount":
+            return ir.replication_factor
+        if ir is not None and name == "enableReplicatedGraphs":
+            return ir.replication_factor > 1
+        try:
+            return self._values[name]
+        except KeyError:
+            raise AttributeError(
+                f"SessionOptions has no option {name!r}: it is not a PopART option ipuxl "
+                "knows and was never set."
+            ) from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name not in DEFAULTS and name not in _warned:
+            _warned.add(name)
+            _LOGGER.warning(
+                "SessionOptions.%s is not a PopART session option ipuxl knows (check the "
+                "spelling): the value is kept but has no effect in ipuxl.", name)
+        ir = self._ir()
+        if ir is not None and name == "replicatedGraphCount":
+            ir.replication_factor = value
+        elif ir is not None and name == "enableReplicatedGraphs" and not value:
+            ir.replication_factor = 1
+        self._values[name] = value
+
+    def __delattr__(self, name: str) -> None:
+        """Back to PopART's default (an unknown option is forgotten)."""
+        self._values.pop(name, None)
+        if name in DEFAULTS:
+            self._values[name] = copy.deepcopy(DEFAULTS[name])
+
+    def __dir__(self) -> list[str]:
+        return sorted({*super().__dir__(), *self._values})
+
+    def _ir(self) -> Ir | None:
+        return None if self._ir_ref is None else self._ir_ref()
+
+    # ----------------------------------------------------------------- what ipuxl honours
+    def _allow_out_of_memory(self) -> bool | str | None:
+        """``engineOptions["debug.allowOutOfMemory"]`` as a Session argument, or None."""
+        value = (self.engineOptions or {}).get("debug.allowOutOfMemory")
+        if value is None:
+            return None
+        if value == "run":
+            return "run"
+        return value is True or str(value).lower() == "true"
+
+    def _cache_directory(self) -> str | None:
+        """Where to cache compilations: ``cachePath`` when engine caching is on."""
+        return str(self.cachePath) if self.enableEngineCaching and self.cachePath else None
+
+    # ----------------------------------------------------------------- dunder
+    def __repr__(self) -> str:
+        changed = [f"{name}={value!r}" for name, value in self._values.items()
+                   if name not in DEFAULTS or value != DEFAULTS[name]]
+        if self._ir() is not None and self.replicatedGraphCount != 1:
+            changed.append(f"replicatedGraphCount={self.replicatedGraphCount!r}")
+        return f"SessionOptions({', '.join(changed)})"
+
+
+class PbIr:
+    """The part of PopART's C++ ``Ir`` object (``ir._pb_ir``) that PopXL programs use."""
+
+    def __init__(self, ir: Ir):
+        self._ir = ir
+
+    def getSessionOptions(self) -> SessionOptions:  # noqa: N802 - PopART's name
+        """The Ir's options: the same object on every call."""
+        options = getattr(self._ir, "_session_options", None)
+        if options is None:
+            options = SessionOptions(self._ir)
+            self._ir._session_options = options
+        return options
+
+    def logIr(self) -> None:  # noqa: N802 - PopART's name
+        """Print the Ir's text form (``str(ir)``) to stdout, and log it at INFO on the
+        ``"popart.ir"`` logger."""
+        text = str(self._ir)
+        print(text)
+        _IR_LOGGER.info("%s", text)
+
+    def __repr__(self) -> str:
+        return f"PbIr({self._ir!r})"
+
+
+def options_of(ir: Ir) -> SessionOptions | None:
+    """The Ir's options if a program asked for them (``getSessionOptions``), else None."""
+    return getattr(ir, "_session_options", None)
+
+
+def apply_to_session(options: SessionOptions | None, allow_out_of_memory: Any) -> Any:
+    """Apply the options a Session honours when it is built, and return its
+    ``allow_out_of_memory`` (the argument, else the engine option, else None)."""
+    if options is None:
+        return allow_out_of_memory
+    directory = options._cache_directory()
+    if directory:
+        _use_persistent_cache(directory)
+    if allow_out_of_memory is None:
+        allow_out_of_memory = options._allow_out_of_memory()
+    return allow_out_of_memory
+
+
+def model_device(options: SessionOptions | None, device_desc: Any, ir: Ir) -> Any:
+    """What the IPU model estimates for: ``device_desc``, or with ``numIOTiles`` set, its
+    Target with that many IO tiles per IPU."""
+    io_tiles = 0 if options is None else int(options.numIOTiles or 0)
+    if io_tiles == 0 or getattr(device_desc, "numIOTiles", 0):
+        return device_desc
+    from ipuxl.sim.device import target_of
+
+    target = target_of(device_desc, ir)
+    if not 0 <= io_tiles < target.tilesPerIPU:
+        raise ValueError(
+            f"SessionOptions.numIOTiles must be at least 0 and fewer than the "
+            f"{target.tilesPerIPU} tiles per IPU; got {io_tiles}."
+        )
+    return target.with_(numIOTiles=io_tiles)
+
+
+def _use_persistent_cache(directory: str) -> None:
+    """JAX's persistent compilation cache in ``directory`` (what ``POPXL_CACHE_DIR`` does).
+
+    JAX opens its cache once, at the first compilation that uses it, so a change of
+    directory also resets the cache (the next compilation opens the new one)."""
+    import jax
+    from jax.experimental.compilation_cache import compilation_cache
+
+    if jax.config.jax_compilation_cache_dir != directory:
+        _LOGGER.debug("Engine caching: JAX's persistent compilation cache in %s", directory)
+        jax.config.update("jax_compilation_cache_dir", directory)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+        jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+        compilation_cache.reset_cache()
