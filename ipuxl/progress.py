@@ -74,6 +74,7 @@ class Progress:
         self.interval = interval
         self.stream = stream
         self.phases: list[str] = []
+        self.phase_started = 0.0  # time.perf_counter() when the current phase began
         self.printed = False
         self._start = 0.0
         self._width = 0

@@ -40,7 +40,15 @@ from typing import Any
 import jax
 import numpy as np
 
-from ipuxl import devices, host_buffers, host_values, replication, session_options, sim
+from ipuxl import (
+    devices,
+    host_buffers,
+    host_values,
+    profiling,
+    replication,
+    session_options,
+    sim,
+)
 from ipuxl.executable_cache import EXECUTABLES
 from ipuxl.fp8_utils import float8_from_device
 from ipuxl.host_callbacks import has_callbacks, interrupts_noted, take_interrupt
@@ -224,6 +232,9 @@ class Session:
             self._device_state: tuple[jax.Array, ...] | None = None
             _phase(progress, "upload", "%d constants to the device", len(program.arg_constants))
             self._device_constants = self._to_device([c._data for c in program.arg_constants])
+            _phase(progress, None)
+            if self._report is not None and profiling.ACTIVE:
+                profiling.record_report(f"Session of Ir {ir.id}", self._report)
         _LOG.debug("Session built: Ir %d on %s in %.2f s", ir.id, self._device, progress.elapsed)
         self._host_in_sync = True
         self._attach_stack: list[bool] = []
@@ -636,6 +647,7 @@ class Session:
                 host_buffers.check_output_array(layout, outputs[layout.stream])
         state = self._device_state
         _LOG.debug("run: the main graph of Ir %d", self._ir.id)
+        started = time.perf_counter() if profiling.ACTIVE else None
         try:
             if self._has_callbacks:
                 with interrupts_noted(), self._x64():
@@ -660,6 +672,8 @@ class Session:
                 new_state[index] = value
             self._device_state = tuple(new_state)
         self._host_in_sync = False  # PopXL's rule: after any run, reads transfer once
+        if started is not None:
+            profiling.record("Session", "run", started, time.perf_counter(), ir=self._ir.id)
         return host_outputs
 
     def _to_host_outputs(self, results: Sequence[jax.Array],
@@ -915,10 +929,16 @@ class Session:
         _LOG.debug("Writing weights from host complete (%d written variables).", len(written))
 
 
-def _phase(progress: Progress, name: str, message: str, *args: Any) -> None:
-    """Start a phase of building a Session: on the progress line, and as a DEBUG line."""
-    progress.phase(name)
-    _LOG.debug(f"{name}: {message}", *args)
+def _phase(progress: Progress, name: str | None, message: str = "", *args: Any) -> None:
+    """Start a phase of building a Session (None: the build is over): on the progress
+    line, as a DEBUG line, and as a span of an open ``ipuxl.profile`` block."""
+    now = time.perf_counter()
+    if profiling.ACTIVE and progress.phases:
+        profiling.record("Session", progress.phases[-1], progress.phase_started, now)
+    progress.phase_started = now
+    if name is not None:
+        progress.phase(name)
+        _LOG.debug(f"{name}: {message}", *args)
 
 
 @jax.jit(static_argnums=(2, 3))

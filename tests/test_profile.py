@@ -6,6 +6,7 @@ import json
 import numpy as np
 
 import ipuxl
+import ipuxl as popxl
 import ipuxl.ops as ops
 from ipuxl import profiling
 
@@ -54,3 +55,23 @@ def test_jax_trace_is_merged(tmp_path):
     trace = events(path)
     assert any(e.get("pid") == profiling.HOST_PID for e in trace)
     assert any(e.get("pid") != profiling.HOST_PID and e.get("ph") == "X" for e in trace)
+
+
+def test_session_phases_runs_and_model_timeline(tmp_path):
+    ir = popxl.Ir()
+    with ir.main_graph:
+        x = popxl.h2d_stream((4,), popxl.float32, "x")
+        ops.host_store(popxl.d2h_stream((4,), popxl.float32, "y"), ops.host_load(x) * 2.0)
+    path = tmp_path / "trace.json"
+    with ipuxl.profile(path, jax_trace=False):
+        session = popxl.Session(ir, "ipu_model")
+        with session:
+            session.run({x: np.ones(4, np.float32)})
+            session.run({x: np.ones(4, np.float32)})
+    trace = events(path)
+    host = [e["name"] for e in trace if e.get("pid") == profiling.HOST_PID
+            and e.get("ph") == "X"]
+    assert host[:5] == ["verify", "IPU model", "lower", "XLA compile", "upload"]
+    assert host.count("run") == 2
+    assert any(name.startswith("IPU model (est.) Session of Ir") for name
+               in process_names(trace).values())
