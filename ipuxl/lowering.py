@@ -146,7 +146,10 @@ class StreamState:
         buffer = self.buffers[stream]
         if isinstance(cursor, int):
             slot = cursor % self.slots
-            self.buffers[stream] = buffer.at[slot].set(value)
+            if self.slots == 1:  # the whole buffer: no update of a zero buffer to compile
+                self.buffers[stream] = jnp.reshape(value, buffer.shape).astype(buffer.dtype)
+            else:
+                self.buffers[stream] = buffer.at[slot].set(value)
             if isinstance(self.written[stream], set):
                 self.written[stream].add(slot)
             else:

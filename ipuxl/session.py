@@ -209,6 +209,7 @@ class Session:
             devices.check_host_memory(program, self._slots, self._global_replicas, self._device)
             _phase(progress, "XLA compile", "for %s", self._device)
             self._call, self._static_written, self._updated = self._compile()
+            self._plain = None  # set once the output layouts are known, below
             # Only now, with nothing left to fail, is the Ir marked as built.
             ir._prepared = True
             self._expected_inputs = frozenset(program.h2d_streams)
@@ -218,6 +219,7 @@ class Session:
             self._output_layouts = tuple(
                 (host_buffers.StreamLayout.of(s, "output", self._slots, self._replicas), written)
                 for s, written in zip(program.d2h_streams, self._static_written))
+            self._plain = self._plain_plan()
             self._host_weights: dict[Variable, np.ndarray] = {v: v._data for v in program.variables}
             # Remote buffers: host copies [entries, *shape] ([R, entries, *shape] replicated),
             # their slots filled from the remote variables that live in them.
@@ -580,6 +582,10 @@ class Session:
             self._check_attached()
             self._warn_if_edited()
             self._check_fits()
+            if self._plain is not None and type(inputs) is dict:
+                outputs = self._run_plain(inputs)
+                if outputs is not None:
+                    return outputs
             return self._execute(inputs, None, downcast_inputs)
 
     def run_with_outputs(self, inputs: Mapping[Any, Any] | None = None,
@@ -609,6 +615,55 @@ class Session:
     def _check_fits(self) -> None:
         if self._refuse_run:
             raise sim_oom.refuse_run(self._report)
+
+    # The common run, kept short: a dict of exactly the arrays the executable takes, in,
+    # and new host arrays for outputs every slot of which the run writes, out. The same
+    # rules as _execute (all or nothing; errors as _raise_failed_run says); anything else
+    # (conversions, checks that fail, masks, callbacks, 64-bit, several processes) goes
+    # to _execute.
+    def _plain_plan(self) -> tuple | None:
+        if self._has_callbacks or self._uses_64bit or self._processes > 1 or any(
+                written is None or len(written) != layout.slots or layout.is_float8
+                for layout, written in self._output_layouts):
+            return None
+        inputs = tuple((layout.stream, layout.device_dtype, layout.host_shape)
+                       for layout in self._input_layouts)
+        outputs = tuple((layout.stream, layout.host_shape)
+                        for layout, _ in self._output_layouts)
+        return inputs, outputs, _direct_call(self._call)
+
+    def _run_plain(self, inputs: dict) -> dict[Any, np.ndarray] | None:
+        expected, outputs, call = self._plain
+        if len(inputs) != len(expected):
+            return None
+        arrays = []
+        for stream, dtype, shape in expected:
+            value = inputs.get(stream)
+            if type(value) is not np.ndarray or value.dtype != dtype or value.shape != shape:
+                return None
+            arrays.append(value)
+        state = self._device_state
+        started = time.perf_counter() if profiling.ACTIVE else None
+        try:
+            results = call(*state, *self._device_constants, *arrays)
+            if results:
+                results[0].block_until_ready()
+            first = len(self._updated)
+            host_outputs = {stream: np.array(result).reshape(shape) for (stream, shape), result
+                            in zip(outputs, results[first:])}
+        except BaseException as error:
+            if self._donate:
+                self._restore_donated_state(state)
+            self._raise_failed_run(error)
+        if self._updated:
+            new_state = list(state)
+            for index, value in zip(self._updated, results):
+                new_state[index] = value
+            self._device_state = tuple(new_state)
+        self._host_in_sync = False
+        if started is not None:
+            profiling.record("Session", "run", started, time.perf_counter(), ir=self._ir.id)
+        return host_outputs
 
     def _execute(self, inputs: Mapping[Any, Any] | None,
                  outputs: Mapping[Any, np.ndarray] | None,
@@ -927,6 +982,16 @@ class Session:
         self._device_state = tuple(state)
         self.transfers.weights_from_host += 1
         _LOG.debug("Writing weights from host complete (%d written variables).", len(written))
+
+
+def _direct_call(compiled: Any) -> Any:
+    """The C++ call of a compiled executable (what ``Compiled.__call__`` forwards to
+    after its first call), or the executable itself where JAX does not offer one."""
+    try:
+        call = compiled._executable.create_cpp_call(compiled._params)
+    except Exception:  # a private JAX API: fall back to the public call
+        call = None
+    return call if call is not None else compiled
 
 
 def _phase(progress: Progress, name: str | None, message: str = "", *args: Any) -> None:
