@@ -27,7 +27,8 @@ from urllib.parse import quote
 from ipuxl.graph import Graph
 from ipuxl.printing import format_graph, format_op, format_type
 
-__all__ = ["ir_html", "graph_html", "tensor_html", "tensor_text", "pretty",
+__all__ = ["ir_html", "graph_html", "tensor_html", "tensor_text", "session_html",
+           "session_text", "pretty",
            "MAX_LINES", "HEAD_LINES", "TAIL_LINES"]
 
 # A graph's text longer than MAX_LINES lines is cut to its first HEAD_LINES and last
@@ -99,6 +100,29 @@ def tensor_html(tensor: Any) -> str:
         for k, v in rows
     )
     return f"<div><code>{escape(tensor_text(tensor))}</code><table>{cells}</table></div>"
+
+
+def session_text(session: Any) -> str:
+    """One line on a Session: its Ir, device, state and (on the IPU model) its estimate."""
+    ir = session.ir
+    attached = "attached" if session.is_attached else "not attached"
+    text = (f"Session of Ir {ir.id} on {session._device_desc} ({session.device}), {attached}: "
+            f"{_plural(len(session._program.variables), 'variable')}, "
+            f"{_plural(len(session._program.h2d_streams), 'input stream')}, "
+            f"{_plural(len(session._program.d2h_streams), 'output stream')}")
+    report = session._report
+    if report is not None:
+        text += (f"; IPU model (est.): {report.target.describe()}, "
+                 f"{'fits' if report.fits else 'does not fit'}, peak tile "
+                 f"{report.peak_tile.bytes:,} B, {report.cycles:,} cycles per run")
+    return text
+
+
+def session_html(session: Any) -> str:
+    """The Session's notebook view: its line, then its Ir (collapsed)."""
+    ir_view = ir_html(session.ir)
+    return (f"<div><div><b>{escape(session_text(session))}</b></div>"
+            f"<details><summary>Ir {session.ir.id}</summary>{ir_view}</details></div>")
 
 
 def pretty(obj: Any, printer: Any, cycle: bool) -> None:

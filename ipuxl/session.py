@@ -440,6 +440,16 @@ class Session:
             )
         return self._report
 
+    def _repr_html_(self) -> str:
+        from ipuxl.notebook import session_html
+
+        return session_html(self)
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        from ipuxl.notebook import session_text
+
+        printer.text("Session(...)" if cycle else session_text(self))
+
     @property
     def device(self) -> jax.Device:
         """The JAX device the program runs on."""

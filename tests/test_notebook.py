@@ -190,3 +190,33 @@ def test_repr_pretty_is_the_text_form(which):
     assert printer.parts == [str(obj)]
     if which in ("tensor", "variable"):
         assert str(obj) == repr(obj)
+
+
+def test_session_views(monkeypatch):
+    import numpy as np
+
+    import ipuxl as popxl
+    import ipuxl.ops as ops
+
+    ir = popxl.Ir()
+    with ir.main_graph:
+        w = popxl.variable(np.ones(3, np.float32), name="w")
+        ops.host_store(popxl.d2h_stream((3,), popxl.float32, "y"), w + 1.0)
+    monkeypatch.delenv("IPUXL_IPU_MODEL_TILES", raising=False)  # the full chip
+    session = popxl.Session(ir, "ipu_model")
+
+    class Printer:
+        def __init__(self):
+            self.parts = []
+
+        def text(self, value):
+            self.parts.append(value)
+
+    printer = Printer()
+    session._repr_pretty_(printer, False)
+    line = printer.parts[0]
+    assert line.startswith(f"Session of Ir {ir.id} on ipu_model")
+    assert "not attached: 1 variable, 0 input streams, 1 output stream" in line
+    assert "IPU model (est.): 1472-tile GC200 (ipu2), fits" in line
+    html = session._repr_html_()
+    assert "<details><summary>Ir" in html and "host_store" in html
