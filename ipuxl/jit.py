@@ -125,8 +125,13 @@ class JitFunction:
         if not callable(fn):
             raise TypeError(f"ipuxl.jit takes a function or a popxl.Module; got "
                             f"{type(fn).__name__}: {fn!r}.")
-        if device not in ("cpu", "ipu_model"):
-            raise ValueError(f"ipuxl.jit: device must be 'cpu' or 'ipu_model'; got {device!r}.")
+        from ipuxl.sim.device import is_ipu_model
+
+        if device != "cpu" and not is_ipu_model(device):
+            raise ValueError(
+                f"ipuxl.jit: device must be 'cpu', 'ipu_model' or an IPU model device "
+                f"(popart.DeviceManager().createIpuModelDevice(...)); got {device!r}."
+            )
         functools.update_wrapper(self, fn)
         self._fn = fn
         self._positional = positional_names(fn)
@@ -334,11 +339,11 @@ class JitFunction:
         # binds and returns the tensors directly.
         _check_no_other_transfers(ir, frozenset(made), self.__name__)
         built = _Built(ir, lower_function(ir, tensors, results, frozenset(made)), out_tree)
-        if self._device == "ipu_model":
+        if self._device != "cpu":
             from ipuxl import sim
             from ipuxl.sim import oom
 
-            built.report = sim.estimate(ir)
+            built.report = sim.estimate(ir, self._device)
             oom.check_fits(built.report, False)
         return built
 
@@ -357,7 +362,7 @@ class JitFunction:
 
     def report(self, *args: Any, **kwargs: Any) -> Any:
         """The IPU model's estimate for these arguments (``device="ipu_model"`` only)."""
-        if self._device != "ipu_model":
+        if self._device == "cpu":
             raise ValueError(
                 f"{self.__name__} was jitted for device {self._device!r}; the IPU model "
                 "report needs ipuxl.jit(..., device='ipu_model')."
@@ -379,8 +384,9 @@ def jit(fn: Callable[..., Any] | None = None, *, static_argnums: int | Sequence[
         static_argnums, static_argnames: arguments passed as Python values (hashable); a
             new value builds a new Ir, as in ``jax.jit``.
         donate_argnums: arguments whose buffers the call may reuse (as ``jax.jit``).
-        device: ``"cpu"`` or ``"ipu_model"`` (also estimate each signature on the IPU
-            model: ``fn.report(*args)``).
+        device: ``"cpu"``, or ``"ipu_model"`` or a device from
+            ``popart.DeviceManager().createIpuModelDevice(...)``: also estimate each
+            signature on the IPU model (``fn.report(*args)``).
         cache_size: Irs kept (least recently used dropped first).
 
     Returns:

@@ -254,6 +254,17 @@ def test_ipu_model_device_reports_per_signature():
         ipuxl.jit(lambda x: x + 1.0).report(x)
 
 
+def test_ipu_model_device_description():
+    device = popart.DeviceManager().createIpuModelDevice({"tilesPerIPU": 16})
+
+    @ipuxl.jit(device=device)
+    def f(x):
+        return x + 1.0
+
+    f(np.ones(8, np.float32))
+    assert f.report(np.ones(8, np.float32)).target.tilesPerIPU == 16
+
+
 def test_ipu_model_device_out_of_memory(monkeypatch):
     monkeypatch.setenv("IPUXL_IPU_MODEL_TILES", "4")
 
@@ -268,7 +279,7 @@ def test_ipu_model_device_out_of_memory(monkeypatch):
 def test_bad_arguments():
     with pytest.raises(TypeError, match="ipuxl.jit takes a function or a popxl.Module"):
         ipuxl.jit(5)
-    with pytest.raises(ValueError, match="device must be 'cpu' or 'ipu_model'"):
+    with pytest.raises(ValueError, match="device must be 'cpu', 'ipu_model' or an IPU model"):
         ipuxl.jit(lambda x: x, device="ipu_hw")
 
 
