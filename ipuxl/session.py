@@ -662,18 +662,27 @@ class Session:
             host_outputs = {stream: np.array(result).reshape(shape) for (stream, shape), result
                             in zip(outputs, results[first:])}
         except BaseException as error:
-            if self._donate:
-                self._restore_donated_state(state)
-            self._raise_failed_run(error)
+            self._failed_run(state, error)
+        self._adopt(state, results, started)
+        return host_outputs
+
+    def _failed_run(self, state: tuple[jax.Array, ...], error: BaseException) -> None:
+        """After a run raised ``error``: put donated state back, then raise."""
+        if self._donate:
+            self._restore_donated_state(state)
+        self._raise_failed_run(error)
+
+    def _adopt(self, state: tuple[jax.Array, ...], results: Sequence[jax.Array],
+               started: float | None) -> None:
+        """The run finished and its outputs are on the host: adopt the new state."""
         if self._updated:
             new_state = list(state)
             for index, value in zip(self._updated, results):
                 new_state[index] = value
             self._device_state = tuple(new_state)
-        self._host_in_sync = False
+        self._host_in_sync = False  # PopXL's rule: after any run, reads transfer once
         if started is not None:
             profiling.record("Session", "run", started, time.perf_counter(), ir=self._ir.id)
-        return host_outputs
 
     def _execute(self, inputs: Mapping[Any, Any] | None,
                  outputs: Mapping[Any, np.ndarray] | None,
@@ -728,17 +737,8 @@ class Session:
                 results[0].block_until_ready()
             host_outputs = self._to_host_outputs(results, outputs)
         except BaseException as error:
-            if self._donate:
-                self._restore_donated_state(state)
-            self._raise_failed_run(error)
-        if self._updated:
-            new_state = list(state)
-            for index, value in zip(self._updated, results):
-                new_state[index] = value
-            self._device_state = tuple(new_state)
-        self._host_in_sync = False  # PopXL's rule: after any run, reads transfer once
-        if started is not None:
-            profiling.record("Session", "run", started, time.perf_counter(), ir=self._ir.id)
+            self._failed_run(state, error)
+        self._adopt(state, results, started)
         return host_outputs
 
     def _to_host_outputs(self, results: Sequence[jax.Array],

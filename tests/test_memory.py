@@ -104,7 +104,7 @@ _RSS_SCRIPT = textwrap.dedent("""
         import gc, time
         gc.collect()
         samples = []
-        for _ in range(5):
+        for _ in range(10):
             time.sleep(0.05)
             samples.append(rss_mib())
         return min(samples)
@@ -133,7 +133,7 @@ _RSS_SCRIPT = textwrap.dedent("""
     # Leaving the block copied the weights to the host: the Session now holds a host copy
     # and a device copy, and the Ir the variable's initial value.
     print(float(session.get_tensor_data(v)[0]), value, attached / 256,
-          (rss_mib() - base) / 256)
+          (settled_rss_mib() - base) / 256)
 """)
 
 
