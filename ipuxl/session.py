@@ -43,14 +43,12 @@ import numpy as np
 from ipuxl import (
     devices,
     host_buffers,
-    host_values,
     profiling,
     replication,
     session_options,
     sim,
 )
 from ipuxl.executable_cache import EXECUTABLES
-from ipuxl.fp8_utils import float8_from_device
 from ipuxl.host_callbacks import has_callbacks, interrupts_noted, take_interrupt
 from ipuxl.ir import Ir
 from ipuxl.lowering import fingerprint, host_to_device_array, lower_ir, with_nesting_room
@@ -58,9 +56,10 @@ from ipuxl.popart import poplar_application_runtime_error
 from ipuxl.progress import Progress
 from ipuxl.remote_buffer import remote_slot
 from ipuxl.replica_sharding import shards_of
+from ipuxl.session_data import SessionData
 from ipuxl.sim import device as sim_device
 from ipuxl.sim import oom as sim_oom
-from ipuxl.tensor import Constant, Tensor, Variable
+from ipuxl.tensor import Variable
 from ipuxl.verify import verify_ir
 
 __all__ = ["Session", "TransferCounts"]
@@ -87,7 +86,7 @@ class TransferCounts:
     weights_to_host: int = 0
 
 
-class Session:
+class Session(SessionData):
     """Compile ``ir`` for ``device_desc`` and run it.
 
     Args:
@@ -264,49 +263,6 @@ class Session:
         if self._processes > 1:
             return replication.global_array(np.ascontiguousarray(data), placement)
         return jax.device_put(data, placement)
-
-    def _initial_buffer(self, buffer: Any) -> np.ndarray:
-        """A remote buffer's starting contents: zeros, and each remote variable's data in
-        its slot (per replica: each replica its group's value)."""
-        replicas = (self._global_replicas,) if self._global_replicas > 1 else ()
-        host = np.zeros((*replicas, buffer.entries, *buffer.tensor_shape),
-                        buffer.tensor_dtype.as_numpy())
-        for var, place in self._remote_variables.items():
-            if place.buffer is buffer:
-                self._set_slot(host, var, var._data)
-        return host
-
-    def _set_slot(self, host: np.ndarray, var: Variable, data: np.ndarray) -> None:
-        """Put a remote variable's host value ``data`` in its slot of ``host``, the host
-        copy of its buffer."""
-        place = self._remote_variables[var]
-        if place.shard_over is not None:  # each replica's chunk of the value
-            host[:, place.slot] = replication.shard_chunks(
-                data, var.replica_grouping, place.shard_over, self._global_replicas,
-                var.shape)
-        elif self._global_replicas > 1:
-            host[:, place.slot] = replication.to_replicas(data, var.replica_grouping,
-                                                          self._global_replicas)
-        else:
-            host[place.slot] = data
-
-    def _variables_to_device(self, variables: Iterable[Any]) -> tuple[jax.Array, ...]:
-        """The host copies of ``variables`` (and remote buffers) on the device:
-        ``[R, *shape]`` per variable when replicated (each replica its group's value)."""
-        placement = self._shardings()[0]
-        arrays = []
-        with self._x64():
-            for var in variables:
-                if var in self._host_buffers:  # already per replica
-                    arrays.append(self._put(host_to_device_array(self._host_buffers[var]),
-                                            placement))
-                    continue
-                data = host_to_device_array(self._host_weights[var])
-                if self._global_replicas > 1:
-                    data = replication.to_replicas(data, var.replica_grouping,
-                                                   self._global_replicas)
-                arrays.append(self._put(data, placement))
-        return tuple(arrays)
 
     def _global_shape(self, layout: host_buffers.StreamLayout, device: bool = False
                       ) -> tuple[int, ...]:
@@ -498,69 +454,6 @@ class Session:
     def _check_attached(self) -> None:
         if not self._attached:
             raise ValueError(_NOT_ATTACHED)
-
-    # ----------------------------------------------------------------- weights
-    def weights_from_host(self) -> None:
-        """Copy every host weight to the device."""
-        with self._lock:
-            self._weights_from_host()
-
-    def _weights_from_host(self) -> None:
-        self._check_attached()
-        self._host_all_replicas.clear()  # every replica gets its group's host value
-        self._device_state = self._variables_to_device(
-            (*self._program.variables, *self._program.remote_buffers))
-        self.transfers.weights_from_host += 1
-        _LOG.debug("Writing weights from host complete.")
-
-    def weights_to_host(self) -> None:
-        """Copy every device weight to the host (and flush memory-mapped variables)."""
-        with self._lock:
-            self._weights_to_host()
-
-    def _weights_to_host(self) -> None:
-        if self._ir._read_only_memmap:
-            raise Exception(
-                "Writing data from device to host is not possible as the `ir` contains a "
-                "read-only memmap."
-            )
-        self._check_attached()
-        assert self._device_state is not None
-        for var, value in zip(self._program.variables, self._device_state):
-            # On the CPU this is a read-only view of the device buffer, not a copy (a
-            # buffer that is not donated stays valid while the view lives).
-            if self._processes > 1:
-                host = replication.gather_global(value)
-            else:
-                host = np.array(value) if self._donate else np.asarray(value)
-            if self._global_replicas > 1:
-                if var.retrieval_mode == "all_replicas":
-                    # Replicas may have drifted apart within a group: keep each one's value.
-                    every = (float8_from_device(host, var.dtype) if var.dtype.is_float8
-                             else host)
-                    self._host_all_replicas[var] = every
-                host = replication.from_replicas(host, var.replica_grouping)
-            if var.dtype.is_float8:
-                host = float8_from_device(host, var.dtype)
-            current = self._host_weights[var]
-            if isinstance(current, np.memmap):
-                np.copyto(current, host.reshape(current.shape))
-                current.flush()
-            else:
-                self._host_weights[var] = host.reshape(var.shape_on_host)
-        variable_count = len(self._program.variables)
-        for buffer, value in zip(self._program.remote_buffers,
-                                 self._device_state[variable_count:]):
-            if self._processes > 1:
-                host = replication.gather_global(value)
-            else:
-                host = np.array(value) if self._donate else np.asarray(value)
-            if buffer.tensor_dtype.is_float8:
-                host = float8_from_device(host, buffer.tensor_dtype)
-            self._host_buffers[buffer] = host
-        self._host_in_sync = True
-        self.transfers.weights_to_host += 1
-        _LOG.debug("Writing weights to host complete.")
 
     # ----------------------------------------------------------------- run
     def create_host_outputs(self) -> dict[Any, np.ndarray]:
@@ -812,188 +705,6 @@ class Session:
                 stacklevel=3,
             )
 
-    # ----------------------------------------------------------------- tensor data
-    def get_tensor_data(self, tensor: Variable | Constant) -> np.ndarray:
-        """The host value of a variable or constant (read-only).
-
-        Transfers the weights from the device first only if a run may have changed them
-        since the last transfer, and only while attached.
-        """
-        return self.get_tensors_data([tensor])[tensor]
-
-    def get_tensors_data(self, tensors: Iterable[Variable | Constant]
-                         ) -> dict[Variable | Constant, np.ndarray]:
-        """``get_tensor_data`` for several tensors with at most one transfer."""
-        if isinstance(tensors, (Tensor, str)) or not isinstance(tensors, Iterable):
-            raise TypeError(
-                f"get_tensors_data takes an iterable of Variables and Constants, got "
-                f"{type(tensors).__name__}. Use `get_tensor_data(t)` for one tensor, or "
-                "`get_tensors_data([a, b])`."
-            )
-        tensors = list(tensors)
-        for t in tensors:
-            if not isinstance(t, (Variable, Constant)):
-                raise TypeError(
-                    f"{t} is not of type Constant or Variable. get_tensor_data is "
-                    "notsupported for this type. Read other tensors by storing them to a "
-                    "d2h stream with `ops.host_store`."
-                )
-            self._check_known(t)
-        with self._lock:
-            if (any(isinstance(t, Variable) for t in tensors) and self._attached
-                    and not self._host_in_sync):
-                self._weights_to_host()
-            return {t: self._host_value(t) for t in tensors}
-
-    def _check_known(self, tensor: Tensor) -> None:
-        if (isinstance(tensor, Variable) and tensor not in self._host_weights
-                and tensor not in self._remote_variables and tensor not in self._sharded):
-            raise ValueError(
-                f"Variable `{tensor.id}` is not part of this Session's program: it belongs to "
-                "another Ir or was created after the Session was built. Build a new Session."
-            )
-
-    def _host_value(self, tensor: Variable | Constant) -> np.ndarray:
-        if isinstance(tensor, Constant):
-            data = tensor._data
-        else:
-            data = self._host_weights.get(tensor)
-            place = self._remote_variables.get(tensor)
-            if tensor in self._sharded:
-                shards = self._sharded[tensor]
-                data = replication.unshard(self._host_weights[shards.shard], shards.grouping,
-                                           shards.shard_over, tensor.shape)
-            elif place is not None and place.shard_over is not None:
-                data = replication.unshard(self._host_buffers[place.buffer][:, place.slot],
-                                           tensor.replica_grouping, place.shard_over,
-                                           tensor.shape)
-            elif place is not None:
-                host = self._host_buffers[place.buffer]
-                data = host[:, place.slot] if self._global_replicas > 1 else host[place.slot]
-                if self._global_replicas > 1:
-                    every = data
-                    data = replication.from_replicas(every, tensor.replica_grouping)
-                    if tensor.retrieval_mode == "all_replicas":
-                        data = every
-            elif tensor in self._host_all_replicas:
-                data = self._host_all_replicas[tensor]
-            elif tensor.retrieval_mode == "all_replicas" and self._global_replicas > 1:
-                # Not read back since the replicas took their group's value.
-                grouping = tensor.replica_grouping
-                if grouping.num_groups == 1:
-                    data = np.broadcast_to(data, (self._global_replicas, *data.shape))
-                else:
-                    data = data[np.asarray(grouping.assignment)]
-        view = data.view()
-        view.flags.writeable = False
-        return view
-
-    def write_variable_data(self, tensor: Variable, data: Any) -> None:
-        """Write a variable's host value (and its device value if attached)."""
-        self.write_variables_data({tensor: data})
-
-    def write_variables_data(self, tensors: Mapping[Variable, Any]) -> None:
-        """Write several variables, with one device transfer if attached.
-
-        Raises:
-            TypeError: not a Variable, or the data's dtype is not the variable's.
-            ValueError: the data's shape is not the variable's host shape, or a number
-                does not fit the variable's dtype.
-        """
-        if not isinstance(tensors, Mapping):
-            raise TypeError(
-                f"write_variables_data takes a mapping from each Variable to its data, got "
-                f"{type(tensors).__name__}. Use `write_variables_data({{v: data}})`, or "
-                "`write_variable_data(v, data)` for one variable."
-            )
-        checked = {}
-        for tensor, data in tensors.items():
-            if not isinstance(tensor, Variable):
-                raise TypeError(
-                    f"Tensor {tensor.id} is not of type Variable. write_variable_data is not "
-                    "supported for this type."
-                )
-            self._check_known(tensor)
-            expected = tensor.dtype.as_numpy()
-            if isinstance(data, (int, float, bool, np.number, np.bool_)):
-                if tensor.dtype.is_float8:
-                    raise TypeError(
-                        f"Cannot write a Python number to float8 variable {tensor.id}: convert "
-                        "it first with `popxl.fp8_utils.host_pow2scale_cast_to_fp8`."
-                    )
-                # A number takes the variable's dtype, but only if its value fits.
-                data = host_values.cast(np.asarray(data), expected,
-                                        f"write_variable_data to `{tensor.id}`")
-            data = np.asarray(data)
-            if data.dtype != expected:
-                raise TypeError(
-                    f"The dtype of the input array ({data.dtype}) must match the equivalent type "
-                    f"of the tensor {tensor.id} ({expected}). Convert it with "
-                    f"`data.astype({expected})`."
-                )
-            if data.shape != tensor.shape_on_host:
-                raise ValueError(
-                    f"The shape of the input array {data.shape} must match the shape of the "
-                    f"tensor {tensor.id} on the host {tensor.shape_on_host}."
-                )
-            if tensor.retrieval_mode == "all_replicas" and tensor.replica_grouping.group_size > 1:
-                raise NotImplementedError(
-                    f'Copying to tensor {tensor.id} with "all_replicas" retreval mode is not yet '
-                    "supported."
-                )
-            if tensor in self._sharded:  # written as the chunks of its shard
-                shards = self._sharded[tensor]
-                tensor, data = shards.shard, replication.shard_chunks(
-                    data, shards.grouping, shards.shard_over, self._global_replicas,
-                    tensor.shape)
-            checked[tensor] = data
-        with self._lock:
-            for tensor, data in checked.items():
-                self._host_all_replicas.pop(tensor, None)
-                if tensor in self._remote_variables:
-                    buffer = self._remote_variables[tensor].buffer
-                    host = np.array(self._host_buffers[buffer])  # a writable copy
-                    self._set_slot(host, tensor, data)
-                    self._host_buffers[buffer] = host
-                    continue
-                current = self._host_weights[tensor]
-                if isinstance(current, np.memmap):
-                    np.copyto(current, data)
-                else:
-                    self._host_weights[tensor] = np.array(data)
-            if self._attached and checked:
-                self._upload(checked)
-
-    def _upload(self, written: Mapping[Variable, np.ndarray]) -> None:
-        """Send only the written variables to the device (PopXL re-sends all weights and
-        thereby reverts the others to stale host values). A remote variable is written
-        into its slot on the device: the host copy of the rest of its buffer may be older
-        than the last run."""
-        assert self._device_state is not None
-        state = list(self._device_state)
-        keys = (*self._program.variables, *self._program.remote_buffers)
-        index = {key: i for i, key in enumerate(keys)}
-        plain = [v for v in written if v not in self._remote_variables]
-        for var, array in zip(plain, self._variables_to_device(plain)):
-            state[index[var]] = array
-        placement = self._shardings()[0]
-        replicated = self._global_replicas > 1
-        with self._x64():
-            for var in written:
-                if var not in self._remote_variables:
-                    continue
-                place = self._remote_variables[var]
-                host = self._host_buffers[place.buffer]
-                value = host[:, place.slot] if replicated else host[place.slot]
-                value = self._put(host_to_device_array(value), placement)
-                position = index[place.buffer]
-                updated = _write_slot(state[position], value, place.slot, replicated)
-                state[position] = jax.device_put(updated, placement)
-        self._device_state = tuple(state)
-        self.transfers.weights_from_host += 1
-        _LOG.debug("Writing weights from host complete (%d written variables).", len(written))
-
-
 def _direct_call(compiled: Any) -> Any:
     """The C++ call of a compiled executable (what ``Compiled.__call__`` forwards to
     after its first call), or the executable itself where JAX does not offer one."""
@@ -1014,11 +725,3 @@ def _phase(progress: Progress, name: str | None, message: str = "", *args: Any) 
     if name is not None:
         progress.phase(name)
         _LOG.debug(f"{name}: {message}", *args)
-
-
-@jax.jit(static_argnums=(2, 3))
-def _write_slot(buffer: jax.Array, value: jax.Array, slot: int, replicated: bool
-                ) -> jax.Array:
-    """``buffer`` with slot ``slot`` replaced by ``value`` (per replica when replicated:
-    ``buffer`` is ``[R, entries, ...]`` and ``value`` ``[R, ...]``)."""
-    return buffer.at[:, slot].set(value) if replicated else buffer.at[slot].set(value)
