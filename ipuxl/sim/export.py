@@ -243,12 +243,16 @@ def _stacked_svg(title: str, series: dict[str, np.ndarray], tips: list[str], xla
                    f'text-anchor="{anchor}" fill="{CAPACITY_COLOUR}">{escape(mark[1])}</text>')
     out.append(f'<text x="{left}" y="{height - 30}">{escape(xlabel)}</text>')
     for k, name in enumerate(series):
-        x = left + 130 * k
-        out.append(f'<rect x="{x}" y="{height - 22}" width="10" height="10" '
-                   f'fill="{COLOURS[name]}"/><text x="{x + 14}" y="{height - 13}">'
-                   f"{escape(name)}</text>")
+        out.append(_swatch(left + 130 * k, height - 22, COLOURS[name], escape(name)))
     out.append("</svg>")
     return "".join(out)
+
+
+def _swatch(x: float, y: float, colour: str, label: str) -> str:
+    """A legend entry: a 10 x 10 square of ``colour`` at (x, y), ``label`` (escaped HTML)
+    to its right."""
+    return (f'<rect x="{x}" y="{y}" width="10" height="10" fill="{colour}" stroke="#999"/>'
+            f'<text x="{x + 14}" y="{y + 9}">{label}</text>')
 
 
 def _heatmap_svg(report: Report) -> str:
@@ -262,9 +266,7 @@ def _heatmap_svg(report: Report) -> str:
            'font-family="sans-serif" font-size="11"><text x="72" y="16" font-size="13">'
            f"Peak bytes / capacity, IPUs by row (est.; tiles per cell: {size})</text>"]
     for k, (frac, text) in enumerate(((0, "0%"), (0.5, "50%"), (1, "100%"), (2, "over"))):
-        out.append(f'<rect x="{left + 60 * k}" y="{height - 14}" width="10" height="10" '
-                   f'fill="{_shade(frac)}" stroke="#999"/><text x="{left + 60 * k + 14}" '
-                   f'y="{height - 5}">{text}</text>')
+        out.append(_swatch(left + 60 * k, height - 14, _shade(frac), text))
     for ipu in range(t.numIPUs):
         out.append(f'<text x="{left - 4}" y="{28 + cell_h * (ipu + 0.5) + 4:.1f}" '
                    f'text-anchor="end">IPU {ipu}</text>')
