@@ -551,9 +551,11 @@ class Session(SessionData):
             results = call(*state, *self._device_constants, *arrays)
             if results:
                 results[0].block_until_ready()
-            first = len(self._updated)
-            host_outputs = {stream: np.array(result).reshape(shape) for (stream, shape), result
-                            in zip(outputs, results[first:])}
+            host_outputs = {}
+            index = len(self._updated)
+            for stream, shape in outputs:
+                host_outputs[stream] = np.array(results[index]).reshape(shape)
+                index += 1
         except BaseException as error:
             self._failed_run(state, error)
         self._adopt(state, results, started)
