@@ -23,7 +23,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterator
 from typing import Any
 
-__all__ = ["ExecutableCache", "DEFAULT_CAPACITY", "capacity", "set_capacity"]
+__all__ = ["ExecutableCache", "DEFAULT_CAPACITY", "capacity", "set_capacity",
+           "use_persistent_cache"]
 
 DEFAULT_CAPACITY = 64
 
@@ -122,3 +123,21 @@ def set_capacity(value: int) -> None:
         ValueError: ``value`` is not an integer of at least 0.
     """
     EXECUTABLES.capacity = value
+
+
+def use_persistent_cache(directory: str) -> None:
+    """Keep compiled programs in JAX's persistent compilation cache in ``directory``
+    (``POPXL_CACHE_DIR``, or ``SessionOptions.cachePath``), every program however fast it
+    compiled.
+
+    JAX opens its cache once, at the first compilation that uses it, so a change of
+    directory also resets the cache: the next compilation opens the new one.
+    """
+    import jax
+    from jax.experimental.compilation_cache import compilation_cache
+
+    if jax.config.jax_compilation_cache_dir != directory:
+        jax.config.update("jax_compilation_cache_dir", directory)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+        jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+        compilation_cache.reset_cache()

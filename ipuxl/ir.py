@@ -280,11 +280,7 @@ def _at_least_one(name: str, value: Any) -> int:
 def _configure_persistent_cache() -> None:
     """Map ``POPXL_CACHE_DIR`` onto JAX's persistent compilation cache."""
     directory = os.environ.get("POPXL_CACHE_DIR")
-    if not directory:
-        return
-    import jax
+    if directory:
+        from ipuxl.executable_cache import use_persistent_cache
 
-    if jax.config.jax_compilation_cache_dir != directory:
-        jax.config.update("jax_compilation_cache_dir", directory)
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-        jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+        use_persistent_cache(directory)

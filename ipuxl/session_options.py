@@ -244,16 +244,9 @@ def model_device(options: SessionOptions | None, device_desc: Any, ir: Ir) -> An
 
 
 def _use_persistent_cache(directory: str) -> None:
-    """JAX's persistent compilation cache in ``directory`` (what ``POPXL_CACHE_DIR`` does).
+    """JAX's persistent compilation cache in ``directory`` (what ``POPXL_CACHE_DIR``
+    does)."""
+    from ipuxl.executable_cache import use_persistent_cache
 
-    JAX opens its cache once, at the first compilation that uses it, so a change of
-    directory also resets the cache (the next compilation opens the new one)."""
-    import jax
-    from jax.experimental.compilation_cache import compilation_cache
-
-    if jax.config.jax_compilation_cache_dir != directory:
-        _LOGGER.debug("Engine caching: JAX's persistent compilation cache in %s", directory)
-        jax.config.update("jax_compilation_cache_dir", directory)
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-        jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
-        compilation_cache.reset_cache()
+    _LOGGER.debug("Engine caching: JAX's persistent compilation cache in %s", directory)
+    use_persistent_cache(directory)

@@ -575,6 +575,21 @@ def test_popxl_cache_dir_writes_jax_cache_files(tmp_path, monkeypatch,
     assert [p.name for p in cache.iterdir() if p.name.startswith("jit_flat_step")]
 
 
+def test_a_second_popxl_cache_dir_is_used_too(tmp_path, monkeypatch, restore_jax_cache_config):
+    # JAX opens its cache once: moving POPXL_CACHE_DIR must reopen it there.
+    for index, factor in enumerate((5.0, 11.0)):
+        cache = tmp_path / f"cache{index}"
+        monkeypatch.setenv("POPXL_CACHE_DIR", str(cache))
+        ir = popxl.Ir()
+        with ir.main_graph:
+            x = popxl.h2d_stream((3,), popxl.float32, name="x")
+            out = popxl.d2h_stream((3,), popxl.float32, name="out")
+            ops.host_store(out, ops.sin(ops.host_load(x)) * factor)  # unique programs
+        with popxl.Session(ir, "cpu") as session:
+            session.run({x: np.zeros(3, np.float32)})
+        assert [p.name for p in cache.iterdir() if p.name.startswith("jit_flat_step")]
+
+
 # ----------------------------------------------------------------------------- editing
 def test_editing_the_ir_after_building_a_session():
     p = counter_program()
