@@ -588,3 +588,21 @@ def test_report_command(tmp_path):
                  "trace.json"):
         assert (folder / name).is_file(), name
     assert json.loads((folder / "report.json").read_text())["target"]["tilesPerIPU"] == 1472
+
+
+def test_expanded_liveness_goes_into_loop_bodies():
+    ir = popxl.Ir()
+    with ir.main_graph:
+        x = ops.host_load(popxl.h2d_stream((4096,), popxl.float32, "x"))
+        body = ir.create_graph(lambda t: ops.exp(ops.exp(t)), x.spec)
+        (y,) = ops.repeat(body, 3, x)
+        ops.host_store(popxl.d2h_stream((4096,), popxl.float32), y)
+    report = ipuxl.sim.estimate(ir, four_tiles())
+    rows = report.expanded_liveness()
+    names = [name for name, _ in rows]
+    assert names[0] == "host_load -> x_hostload" and names[-1].startswith("host_store")
+    inner = [n for n in names if "exp" in n]
+    assert len(inner) == 2 and all("/" in n for n in inner)  # one iteration of the body
+    # The largest row is the peak the walk found over all tiles' sums at the repeat step.
+    repeat = next(r for r in report.liveness() if r["op"] == "repeat")
+    assert max(live for _, live in rows) <= repeat["notAlwaysLive"]

@@ -172,11 +172,12 @@ def grouped_bytes(report: Report) -> dict[str, np.ndarray]:
 
 
 def _liveness_series(report: Report) -> tuple[list[str], np.ndarray, np.ndarray]:
-    """Step names, always-live and not-always-live bytes (all IPUs) of each main step."""
-    rows = report.liveness()
-    names = [f"step {r['step']}: {r['name']}" for r in rows]
-    always = np.array([r["alwaysLive"] for r in rows], np.int64)
-    return names, always, np.array([r["notAlwaysLive"] for r in rows], np.int64)
+    """Step names, always-live and not-always-live bytes (all IPUs) of each step of the
+    program as it runs (calls and loop bodies expanded: :meth:`Report.expanded_liveness`)."""
+    rows = report.expanded_liveness()
+    names = [f"step {i}: {name}" for i, (name, _) in enumerate(rows)]
+    always = np.full(len(rows), int(report.always_live_per_tile.sum()), np.int64)
+    return names, always, np.array([live for _, live in rows], np.int64)
 
 
 def _fullest(totals: np.ndarray, limit: int) -> tuple[np.ndarray, int]:
@@ -301,7 +302,7 @@ def memory_svg(report: Report) -> str:
 
 
 def liveness_svg(report: Report) -> str:
-    """Always-live and not-always-live bytes per main-graph step as inline SVG."""
+    """Always-live and not-always-live bytes per step of the program (calls and loop bodies expanded) as inline SVG."""
     names, always, live = _liveness_series(report)
     idx, size = _fullest(always + live, MAX_BARS)
     tips = [f"{names[i]}: {int(always[i] + live[i]):,} B (est.)" for i in idx]
@@ -309,7 +310,7 @@ def liveness_svg(report: Report) -> str:
     if len(names):
         peak = int(np.argmax(always + live))
         mark = (peak // size, f"peak {names[peak]}: {int(always[peak] + live[peak]):,} B")
-    xlabel = "main-graph step" + (f"; each bar: the fullest of {size} steps" if size > 1 else "")
+    xlabel = "step (calls and loop bodies expanded)" + (f"; each bar: the fullest of {size} steps" if size > 1 else "")
     return _stacked_svg(f"Liveness (est.), all IPUs: {report.target.describe()}",
                         {"always live": always[idx], "not always live": live[idx]},
                         tips, xlabel, size, mark=mark)
@@ -384,7 +385,7 @@ def _draw_liveness(report: Report, path: str) -> None:
         ax.axvline(peak + 0.5, color=CAPACITY_COLOUR,
                    label=f"peak {names[peak]}: {int(always[peak] + live[peak]):,} B")
         ax.legend(loc="upper right", fontsize="small")
-    ax.set(xlabel="main-graph step", ylabel="bytes (all IPUs)",
+    ax.set(xlabel="step (calls and loop bodies expanded)", ylabel="bytes (all IPUs)",
            title=f"Liveness (est.): {report.target.describe()}")
     fig.savefig(path)
 

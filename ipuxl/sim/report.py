@@ -228,6 +228,28 @@ class Report:
             })
         return rows
 
+    def expanded_liveness(self, max_rows: int = 20_000) -> list[tuple[str, int]]:
+        """Not-always-live bytes (all IPUs) step by step through the program as it runs:
+        a call, loop or branch step is replaced by the steps of the graph it calls (the
+        largest, for a branch; one iteration, for a loop), each adding the bytes the
+        caller holds around it. ``(path, bytes)`` per row, at most ``max_rows`` rows
+        (deeper steps are then left whole)."""
+        rows: list[tuple[str, int]] = []
+
+        def walk(profile: GraphProfile, base: int, prefix: str, depth: int) -> None:
+            for step, live in zip(profile.steps, profile.step_bytes):
+                total = int(live.sum())
+                name = f"{prefix}{step_name(step)}"
+                if step.callee and depth < 16 and len(rows) < max_rows:
+                    inner = max(step.callee, key=lambda c: int(c.peak.sum()))
+                    around = total - int(inner.peak.sum())
+                    walk(inner, base + around, f"{prefix}{inner.name}/", depth + 1)
+                else:
+                    rows.append((name, base + total))
+
+        walk(self._main, 0, "", 0)
+        return rows
+
     def live_tensors(self, tile: int | None = None, step: int | None = None) -> list[LiveTensor]:
         """The tensors on ``tile`` (global number; default: the peak tile) at ``step``
         (default: that tile's peak step), largest first; inside a call step, the called
