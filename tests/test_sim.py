@@ -606,3 +606,31 @@ def test_expanded_liveness_goes_into_loop_bodies():
     # The largest row is the peak the walk found over all tiles' sums at the repeat step.
     repeat = next(r for r in report.liveness() if r["op"] == "repeat")
     assert max(live for _, live in rows) <= repeat["notAlwaysLive"]
+
+
+def test_vector_ops_run_where_their_data_is():
+    # adam_updater overwrites only its step counter (a scalar): its work must still be
+    # spread over the tiles of its (784 x 256) operands, not put on the counter's tile.
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
+    import mnist_mlp
+
+    program = mnist_mlp.build_training_program(hidden=256, batch_size=64, steps_per_run=2,
+                                               optimizer=mnist_mlp.Adam(), seed=0)
+    report = ipuxl.sim.estimate(program.ir)
+    seen = []
+
+    def walk(profile):
+        for step in profile.steps:
+            if step.callee:
+                walk(step.callee[0])
+            elif step.cost.kind == "elementwise":
+                biggest = max([t.nelms for t in (*step.op.inputs, *step.op.outputs)] + [0])
+                if biggest >= 100_000:
+                    seen.append(step.op.name)
+                    assert step.cost.tiles[1] > 1000, (step.op.name, step.cost.tiles)
+
+    walk(report._main)
+    assert "adam_updater" in seen

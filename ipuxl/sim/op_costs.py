@@ -174,21 +174,23 @@ def _received_bytes(out: TileMap, inputs: Sequence[TileMap]) -> tuple[int, int]:
 
 def _elementwise(op: Any, ctx: OpContext, kind: str) -> OpCost:
     """Vector ops. Each new output copies an input's layout (poplibs' rule) or is mapped
-    linearly; an in-place output is its input. The vertices run where the overwritten
-    input, else the largest output, else the largest input lives, over every element the
-    op touches (a pool's window counts its kernel); inputs laid out differently there
-    (broadcast operands) cross the exchange."""
+    linearly; an in-place output is its input. The vertices run where the largest of the
+    new outputs and the overwritten input lives (else the largest input), over every
+    element the op touches (a pool's window counts its kernel); inputs laid out
+    differently there (broadcast operands) cross the exchange."""
     t = ctx.target
     first, tiles = ctx.tile_run(op)
     in_maps = [ctx.map_of(x) for x in op.inputs]
     outputs = [None if _is_alias(op, i)
                else elementwise_output_map(out.nelms, out.dtype.itemsize, in_maps, tiles, first)
                for i, out in enumerate(op.outputs)]
+    # Where the work runs: the largest of the new outputs and the overwritten input
+    # (adam_updater, say, overwrites only its step counter).
+    candidates = [m for m in outputs if m is not None]
     if op.opdef.modifies is not None:
-        main = in_maps[op.opdef.modifies]
-    else:
-        candidates = [m for m in outputs if m is not None] or in_maps
-        main = max(candidates, key=lambda m: m.total_elements) if candidates else None
+        candidates.append(in_maps[op.opdef.modifies])
+    candidates = candidates or in_maps
+    main = max(candidates, key=lambda m: m.total_elements) if candidates else None
     if main is None or not main.num_tiles:
         return OpCost(kind, outputs)
     work = max(m.total_elements for m in (*in_maps, *(m for m in outputs if m is not None)))
