@@ -14,7 +14,8 @@ from typing import Any
 from ipuxl import dtypes
 from ipuxl.context import get_current_context
 
-__all__ = ["RemoteBuffer", "remote_buffer", "RemoteSlot", "remote_slot"]
+__all__ = ["RemoteBuffer", "remote_buffer", "RemoteSlot", "remote_slot", "check_buffer",
+           "check_slot"]
 
 
 def _check_entries(entries: int) -> int:
@@ -125,3 +126,41 @@ class RemoteSlot:
 def remote_slot(tensor: Any) -> RemoteSlot | None:
     """The slot a remote variable lives in; None for any other tensor."""
     return getattr(tensor, "_remote_slot", None)
+
+
+def check_buffer(remote_buffer: Any, what: str,
+                 made_by: str = "`popxl.remote_buffer(shape, dtype, entries)`") -> RemoteBuffer:
+    """``remote_buffer``, checked to be a RemoteBuffer of the current graph's Ir.
+
+    Raises:
+        TypeError: it is not a RemoteBuffer (``made_by`` says how to make one).
+        ValueError: it belongs to another Ir.
+    """
+    from ipuxl.op import check_same_ir
+
+    if not isinstance(remote_buffer, RemoteBuffer):
+        raise TypeError(
+            f"{what} needs a RemoteBuffer (from {made_by}), got {type(remote_buffer).__name__}."
+        )
+    check_same_ir(get_current_context().graph, f"{what}: {remote_buffer!r}", remote_buffer.ir,
+                  "Remote buffers cannot cross Irs: create the buffer with "
+                  "`popxl.remote_buffer(...)` inside a graph of the Ir that uses it.")
+    return remote_buffer
+
+
+def check_slot(remote_buffer: RemoteBuffer, offset: Any, what: str) -> int:
+    """``offset`` as an int slot of ``remote_buffer``.
+
+    Raises:
+        TypeError: ``offset`` is not an integer.
+        IndexError: it is not a slot of the buffer.
+    """
+    from ipuxl.host_values import index_argument
+
+    slot = index_argument("offset", offset, what)
+    if not 0 <= slot < remote_buffer.entries:
+        raise IndexError(
+            f"{what}: offset {slot} is not a slot of {remote_buffer!r}, which has "
+            f"{remote_buffer.entries} entries (0 to {remote_buffer.entries - 1})."
+        )
+    return slot

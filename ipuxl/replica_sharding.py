@@ -30,8 +30,13 @@ import numpy as np
 
 from ipuxl import dtypes
 from ipuxl.context import get_current_context
-from ipuxl.op import check_same_ir
-from ipuxl.remote_buffer import RemoteBuffer, RemoteSlot, remote_buffer
+from ipuxl.remote_buffer import (
+    RemoteBuffer,
+    RemoteSlot,
+    check_buffer,
+    check_slot,
+    remote_buffer,
+)
 from ipuxl.replication import shard_chunks
 from ipuxl.tensor import Tensor, Variable, checked_shape
 from ipuxl.tensor_factories import variable
@@ -132,25 +137,11 @@ def remote_replica_sharded_variable(
             shards of another shape, or is sharded over more replicas than the
             grouping's groups have.
     """
-    from ipuxl.host_values import index_argument
-
     ir = get_current_context().graph.ir
     _check_replicated(ir)
-    if not isinstance(remote_buffer, RemoteBuffer):
-        raise TypeError(
-            "remote_replica_sharded_variable needs a RemoteBuffer (from "
-            f"`popxl.replica_sharded_buffer`), got {type(remote_buffer).__name__}."
-        )
-    check_same_ir(get_current_context().graph,
-                  f"remote_replica_sharded_variable: {remote_buffer!r}", remote_buffer.ir,
-                  "Remote buffers cannot cross Irs: create the buffer in the Ir of the "
-                  "variable.")
-    slot = index_argument("offset", offset, "remote_replica_sharded_variable")
-    if not 0 <= slot < remote_buffer.entries:
-        raise IndexError(
-            f"remote_replica_sharded_variable: offset {slot} is not a slot of "
-            f"{remote_buffer!r}, which has {remote_buffer.entries} entries."
-        )
+    what = "remote_replica_sharded_variable"
+    remote_buffer = check_buffer(remote_buffer, what, "`popxl.replica_sharded_buffer`")
+    slot = check_slot(remote_buffer, offset, what)
     grouping = replica_grouping or ir.replica_grouping()
     over = _shard_over(grouping, remote_buffer._shard_over)
     var = variable(data, dtype, name, downcast, grouping, retrieval_mode, log2_scale,

@@ -19,7 +19,7 @@ import numpy as np
 
 from ipuxl import dtypes
 from ipuxl.context import get_current_context
-from ipuxl.op import check_in_graph, check_same_ir
+from ipuxl.op import check_in_graph
 from ipuxl.popart import VariableRetrievalMode
 from ipuxl.tensor import Constant, Tensor, TensorSpec, Variable
 from ipuxl.utils import downcast_np_dtypes, to_numpy
@@ -257,23 +257,10 @@ def remote_variable(
         ValueError: the data does not match the buffer's shape and dtype (and the errors
             of :func:`variable`).
     """
-    from ipuxl.host_values import index_argument
-    from ipuxl.remote_buffer import RemoteBuffer, RemoteSlot
+    from ipuxl.remote_buffer import RemoteSlot, check_buffer, check_slot
 
-    if not isinstance(remote_buffer, RemoteBuffer):
-        raise TypeError(
-            "remote_variable needs a RemoteBuffer (from `popxl.remote_buffer(shape, dtype, "
-            f"entries)`), got {type(remote_buffer).__name__}."
-        )
-    check_same_ir(get_current_context().graph, f"remote_variable: {remote_buffer!r}",
-                  remote_buffer.ir, "Remote buffers cannot cross Irs: create the buffer in "
-                  "the Ir of the variable.")
-    slot = index_argument("offset", offset, "remote_variable")
-    if not 0 <= slot < remote_buffer.entries:
-        raise IndexError(
-            f"remote_variable: offset {slot} is not a slot of {remote_buffer!r}, which has "
-            f"{remote_buffer.entries} entries (0 to {remote_buffer.entries - 1})."
-        )
+    remote_buffer = check_buffer(remote_buffer, "remote_variable")
+    slot = check_slot(remote_buffer, offset, "remote_variable")
     var = variable(data, dtype, name, downcast, replica_grouping, retrieval_mode, log2_scale,
                    nan_on_overflow)
     try:

@@ -32,9 +32,8 @@ from jax import lax
 
 from ipuxl import dtypes
 from ipuxl.context import get_current_context
-from ipuxl.host_values import index_argument
 from ipuxl.op import OpDef, check_is_tensor, check_same_ir
-from ipuxl.remote_buffer import RemoteBuffer, remote_slot
+from ipuxl.remote_buffer import RemoteBuffer, check_buffer, check_slot, remote_slot
 from ipuxl.replica_sharding import shards_of
 from ipuxl.tensor import Tensor, TensorSpec
 from ipuxl.tensor_factories import constant
@@ -95,18 +94,6 @@ _REMOTE_CODE_LOAD = OpDef("remote_code_load", infer=lambda *, graph, destination
                           lower=lambda lowering, op: None, special=True, effectful=True)
 
 
-def _check_buffer(remote_buffer: Any, op: str) -> RemoteBuffer:
-    if not isinstance(remote_buffer, RemoteBuffer):
-        raise TypeError(
-            f"{op} needs a RemoteBuffer (from `popxl.remote_buffer(shape, dtype, entries)`), "
-            f"got {type(remote_buffer).__name__}."
-        )
-    check_same_ir(get_current_context().graph, f"{op}: {remote_buffer!r}", remote_buffer.ir,
-                  "Remote buffers cannot cross Irs: create the buffer with "
-                  "`popxl.remote_buffer(...)` inside a graph of the Ir that uses it.")
-    return remote_buffer
-
-
 def _offset_tensor(remote_buffer: RemoteBuffer, offset: int | Tensor, op: str) -> Tensor:
     """The offset as a tensor: an int becomes a uint32 constant, after checking it is a
     slot of the buffer."""
@@ -117,13 +104,18 @@ def _offset_tensor(remote_buffer: RemoteBuffer, offset: int | Tensor, op: str) -
                 f"{offset.dtype!r} {offset.shape}."
             )
         return offset
-    slot = index_argument("offset", offset, op)
-    if not 0 <= slot < remote_buffer.entries:
-        raise IndexError(
-            f"{op}: offset {slot} is not a slot of {remote_buffer!r}, which has "
-            f"{remote_buffer.entries} entries (0 to {remote_buffer.entries - 1})."
-        )
+    slot = check_slot(remote_buffer, offset, op)
     return constant(np.uint32(slot), dtypes.uint32, name="offset")
+
+
+def _buffer_offset_and_data(remote_buffer: Any, offset: int | Tensor, t: Tensor, op: str
+                            ) -> tuple[RemoteBuffer, Tensor]:
+    """The checked buffer and offset tensor of an op that moves ``t`` (checked to match
+    the buffer) in or out of a slot."""
+    remote_buffer = check_buffer(remote_buffer, op)
+    check_is_tensor("t", t)
+    remote_buffer.validate_tensor_matches_buffer(t)
+    return remote_buffer, _offset_tensor(remote_buffer, offset, op)
 
 
 def remote_load(remote_buffer: RemoteBuffer, offset: int | Tensor, name: str | None = None
@@ -137,7 +129,7 @@ def remote_load(remote_buffer: RemoteBuffer, offset: int | Tensor, name: str | N
         IndexError: an int ``offset`` is not a slot of the buffer.
         ValueError: the buffer is in another Ir, or an offset tensor is not one integer.
     """
-    remote_buffer = _check_buffer(remote_buffer, "remote_load")
+    remote_buffer = check_buffer(remote_buffer, "remote_load")
     offset = _offset_tensor(remote_buffer, offset, "remote_load")
     return _REMOTE_LOAD.apply({"offset": offset}, names=[name],
                               remote_buffer=remote_buffer)[0]
@@ -150,10 +142,7 @@ def remote_load_(remote_buffer: RemoteBuffer, offset: int | Tensor, t: Tensor) -
         ValueError: ``t`` does not match the buffer's shape and dtype (and the errors of
             :func:`remote_load`).
     """
-    remote_buffer = _check_buffer(remote_buffer, "remote_load_")
-    check_is_tensor("t", t)
-    remote_buffer.validate_tensor_matches_buffer(t)
-    offset = _offset_tensor(remote_buffer, offset, "remote_load_")
+    remote_buffer, offset = _buffer_offset_and_data(remote_buffer, offset, t, "remote_load_")
     return _REMOTE_LOAD_.apply({"offset": offset, "t": t}, remote_buffer=remote_buffer)[0]
 
 
@@ -164,10 +153,7 @@ def remote_store(remote_buffer: RemoteBuffer, offset: int | Tensor, t: Tensor) -
         ValueError: ``t`` does not match the buffer's shape and dtype (and the errors of
             :func:`remote_load`).
     """
-    remote_buffer = _check_buffer(remote_buffer, "remote_store")
-    check_is_tensor("t", t)
-    remote_buffer.validate_tensor_matches_buffer(t)
-    offset = _offset_tensor(remote_buffer, offset, "remote_store")
+    remote_buffer, offset = _buffer_offset_and_data(remote_buffer, offset, t, "remote_store")
     _REMOTE_STORE.apply({"offset": offset, "t": t}, remote_buffer=remote_buffer)
 
 
