@@ -109,9 +109,6 @@ class Lowered:
     def compile(self) -> Any:
         return self.jax.compile()
 
-    def as_text(self) -> str:
-        return str(self.ir)
-
 
 class JitFunction:
     """A jitted model function (see the module docstring and :func:`jit`)."""

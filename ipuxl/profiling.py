@@ -79,19 +79,6 @@ def record_report(label: str, report: Any) -> None:
 
 
 @contextlib.contextmanager
-def phase(lane: str, name: str, **args: Any) -> Iterator[None]:
-    """A span around a block, recorded when a profile block is open."""
-    if not ACTIVE:
-        yield
-        return
-    start = time.perf_counter()
-    try:
-        yield
-    finally:
-        record(lane, name, start, time.perf_counter(), **args)
-
-
-@contextlib.contextmanager
 def profile(path: str | os.PathLike, *, jax_trace: bool = True) -> Iterator[Recorder]:
     """Record the block's host phases (and JAX's trace) and write them to ``path`` as
     Trace Event JSON (see the module docstring)."""

@@ -17,7 +17,6 @@ import time
 import jax
 import numpy as np
 import pytest
-from jax.experimental.compilation_cache import compilation_cache
 
 import ipuxl as popxl
 import ipuxl.ops as ops
@@ -299,19 +298,6 @@ def test_num_io_tiles_reaches_the_ipu_model():
     ir._pb_ir.getSessionOptions().numIOTiles = 4
     with pytest.raises(ValueError, match="numIOTiles must be at least 0 and fewer than the 4"):
         popxl.Session(ir, device)
-
-
-_CACHE_OPTIONS = ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs",
-                  "jax_persistent_cache_min_entry_size_bytes")
-
-
-@pytest.fixture
-def restore_jax_cache_config():
-    saved = {name: getattr(jax.config, name) for name in _CACHE_OPTIONS}
-    yield
-    for name, value in saved.items():
-        jax.config.update(name, value)
-    compilation_cache.reset_cache()  # close the test's cache directory
 
 
 def test_engine_caching_uses_the_persistent_cache(tmp_path, restore_jax_cache_config):

@@ -548,18 +548,6 @@ def test_identical_irs_compile_once():
     assert lowering.trace_count() == traced
 
 
-_CACHE_OPTIONS = ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs",
-                  "jax_persistent_cache_min_entry_size_bytes")
-
-
-@pytest.fixture
-def restore_jax_cache_config():
-    saved = {name: getattr(jax.config, name) for name in _CACHE_OPTIONS}
-    yield
-    for name, value in saved.items():
-        jax.config.update(name, value)
-
-
 def test_popxl_cache_dir_writes_jax_cache_files(tmp_path, monkeypatch,
                                                 restore_jax_cache_config):
     cache = tmp_path / "cache"

@@ -224,7 +224,7 @@ class Report:
                 "byIpu": [{"ipu": i, "alwaysLive": int(a), "notAlwaysLive": int(n)}
                           for i, (a, n) in enumerate(zip(always, live))],
                 "peakTileNotAlwaysLive": int(tile_live),
-                "cycles": int(step.cycles * 1),
+                "cycles": int(step.cycles),
             })
         return rows
 

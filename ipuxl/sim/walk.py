@@ -91,10 +91,6 @@ class Step:
     temps: list[TileMap] = field(default_factory=list)
 
     @property
-    def name(self) -> str:
-        return f"{self.op.name}"
-
-    @property
     def cycles(self) -> int:
         return self.cost.cycles
 
