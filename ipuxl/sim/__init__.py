@@ -77,7 +77,8 @@ def estimate(ir: Any, device: Any = "ipu_model") -> Report:
             _warned.add("remote")
             _LOGGER.warning(REMOTE_NOTE)
     report = Report(walker, main, replicas=replicas, warnings=tuple(warnings))
-    _LOGGER.info("%s", report.summary())
+    if _LOGGER.isEnabledFor(logging.INFO):  # the summary is not free: only when shown
+        _LOGGER.info("%s", report.summary())
     return report
 
 
