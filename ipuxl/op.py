@@ -61,6 +61,8 @@ class OpDef:
             the op's backward ops in the gradient graph (see
             :mod:`ipuxl.transforms.autodiff`). None (the default) uses ``jax.vjp`` of
             ``lower``.
+        cost_kind: the IPU model's cost family for an op declared outside
+            :data:`ipuxl.sim.op_costs.KIND` (the imported ONNX operators).
     """
 
     name: str
@@ -75,6 +77,7 @@ class OpDef:
     output_names: Callable[[Sequence[Tensor], Mapping[str, Any]], list[str]] | None = None
     differentiable: bool = True
     grad: Callable[..., Sequence[Tensor | None]] | None = None
+    cost_kind: str | None = None
 
     @property
     def is_view(self) -> bool:

@@ -251,8 +251,8 @@ def _matmul_shape(op: Any) -> tuple[int, int, int, int]:
 def _conv_shape(op: Any) -> tuple[int, int, int, int]:
     x, w = op.inputs[0], op.inputs[1]
     out = op.outputs[0].shape
-    groups = int(op.attrs.get("groups", 1))
-    if op.name.startswith("conv_transpose"):
+    groups = int(op.attrs.get("groups", op.attrs.get("group", 1)))  # PopXL's, ONNX's
+    if op.name.startswith(("conv_transpose", "onnx.ConvTranspose")):
         # The transposed conv is the gradient of a conv: the same MACs with the roles of
         # the input and output positions exchanged.
         m = x.shape[0] * math.prod(x.shape[2:])
@@ -489,7 +489,7 @@ def cost_op(op: Any, ctx: OpContext, replicas: int = 1) -> OpCost:
     """The cost of a non-control op (``KIND[op.name]`` picks the rule)."""
     if op.name not in KIND and "forward" in op.attrs:
         return _gradient(op, ctx, replicas)
-    kind = KIND.get(op.name, "elementwise")
+    kind = KIND.get(op.name) or op.opdef.cost_kind or "elementwise"
     if kind == "view" or (op.opdef.is_view and kind != "remote"):
         return _view(op, ctx)
     if kind in ("elementwise", "random"):

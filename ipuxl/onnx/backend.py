@@ -1,0 +1,144 @@
+"""ONNX's backend interface for ipuxl, so ``onnx.backend.test.BackendTest`` runs against it.
+
+    import ipuxl.onnx.backend as backend
+    rep = backend.prepare(model, "CPU")
+    outputs = rep.run([x])
+
+``prepare`` checks the model (every unsupported operator listed at once) and returns a
+:class:`IpuxlRep`. Its ``run`` imports the model for the shapes of the inputs it is given
+(ipuxl compiles for static shapes), compiles one ``popxl.Session`` per signature and runs
+it. A node that needs the *value* of a graph input (``Reshape``'s shape given as an
+input, say) makes ``run`` specialise the model on that input's value: it is imported
+as a constant, and the compiled Session is kept per value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ipuxl.onnx.importer import NeedsValueError, check_model, load_model
+from ipuxl.onnx.model_ir import initializer_arrays, model_to_ir
+
+__all__ = ["IpuxlBackend", "IpuxlRep", "prepare", "run_model", "run_node",
+           "supports_device"]
+
+try:
+    from onnx.backend.base import Backend, BackendRep, namedtupledict
+except ImportError as error:  # pragma: no cover - the onnx extra is missing
+    raise ImportError("ipuxl.onnx.backend needs the onnx package: "
+                      "pip install 'ipuxl[onnx]'") from error
+
+_MAX_SPECIALISATIONS = 16
+
+
+class IpuxlRep(BackendRep):
+    """A prepared model: ``run(inputs)`` returns the graph outputs in order."""
+
+    def __init__(self, model: Any, device: str = "CPU"):
+        self.model = model
+        self.device = device
+        graph = model.graph
+        initializers = initializer_arrays(graph)
+        self.input_names = [i.name for i in graph.input if i.name not in initializers]
+        self.output_names = [o.name for o in graph.output]
+        self._sessions: dict[Any, tuple[Any, Any]] = {}
+        self._static: set[str] = set()
+
+    def run(self, inputs: Any, **kwargs: Any) -> Any:
+        arrays = self._arrays(inputs)
+        while True:
+            key = self._key(arrays)
+            compiled = self._sessions.get(key)
+            if compiled is None:
+                try:
+                    compiled = self._compile(arrays)
+                except NeedsValueError as error:
+                    if error.input_name in self._static or error.input_name not in arrays:
+                        raise
+                    self._static.add(error.input_name)
+                    continue
+                if len(self._sessions) >= _MAX_SPECIALISATIONS:
+                    self._sessions.pop(next(iter(self._sessions)))[0].__exit__(None, None, None)
+                self._sessions[key] = compiled
+            session, program = compiled
+            feed = {program.inputs[n]: arrays[n] for n in program.inputs}
+            outputs = session.run(feed)
+            values = [outputs[program.outputs[n]] for n in self.output_names]
+            return namedtupledict("Outputs", self.output_names)(*values)
+
+    def _arrays(self, inputs: Any) -> dict[str, np.ndarray]:
+        if isinstance(inputs, Mapping):
+            given = dict(inputs)
+        else:
+            seq = list(inputs) if isinstance(inputs, Sequence) else [inputs]
+            given = dict(zip(self.input_names, seq))
+        missing = [n for n in self.input_names if n not in given]
+        if missing:
+            raise ValueError(f"The model's inputs {missing} were not given.")
+        return {n: np.asarray(given[n]) for n in self.input_names}
+
+    def _key(self, arrays: dict[str, np.ndarray]) -> Any:
+        return tuple((n, a.shape, a.dtype.str,
+                      a.tobytes() if n in self._static else None)
+                     for n, a in arrays.items())
+
+    def _compile(self, arrays: dict[str, np.ndarray]) -> tuple[Any, Any]:
+        from ipuxl.session import Session
+
+        program = model_to_ir(
+            self.model, input_shapes={n: a.shape for n, a in arrays.items()},
+            known_inputs={n: arrays[n] for n in self._static}, check=False)
+        session = Session(program.ir, "cpu")
+        session.__enter__()
+        return session, program
+
+
+class IpuxlBackend(Backend):
+    """ONNX's ``Backend`` for ipuxl (class methods, as ONNX's interface has them)."""
+
+    @classmethod
+    def prepare(cls, model: Any, device: str = "CPU", **kwargs: Any) -> IpuxlRep:
+        model = load_model(model)
+        check_model(model)
+        return IpuxlRep(model, device)
+
+    @classmethod
+    def run_model(cls, model: Any, inputs: Any, device: str = "CPU", **kwargs: Any) -> Any:
+        return cls.prepare(model, device, **kwargs).run(inputs)
+
+    @classmethod
+    def run_node(cls, node: Any, inputs: Any, device: str = "CPU",
+                 outputs_info: Any = None, **kwargs: Any) -> Any:
+        """Run one NodeProto on ``inputs`` (a list in the node's input order)."""
+        from onnx import helper
+
+        arrays = [np.asarray(a) for a in inputs]
+        names = [n for n in node.input if n]
+        graph_inputs = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype),
+                                                      a.shape) for n, a in zip(names, arrays)]
+        graph_outputs = [helper.make_empty_tensor_value_info(n) for n in node.output if n]
+        opset = kwargs.get("opset_version")
+        imports = [helper.make_opsetid(node.domain or "", opset)] if opset else None
+        model = helper.make_model(helper.make_graph([node], "node", graph_inputs,
+                                                    graph_outputs), opset_imports=imports)
+        return cls.run_model(model, dict(zip(names, arrays)), device)
+
+    @classmethod
+    def supports_device(cls, device: str) -> bool:
+        import jax
+
+        kind = str(device).split(":")[0].upper()
+        if kind == "CPU":
+            return True
+        if kind == "CUDA":
+            return any(d.platform == "gpu" for d in jax.devices())
+        return False
+
+
+prepare = IpuxlBackend.prepare
+run_model = IpuxlBackend.run_model
+run_node = IpuxlBackend.run_node
+supports_device = IpuxlBackend.supports_device

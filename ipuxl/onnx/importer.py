@@ -1,0 +1,377 @@
+"""ONNX graph -> ipuxl ops in the current graph.
+
+:class:`Importer` runs an ONNX graph's nodes in order (ONNX requires a topological order)
+over an environment that maps each ONNX value name to
+
+* a :class:`~ipuxl.tensor.Tensor` of the current ipuxl graph (graph inputs, weights,
+  results of ops), or
+* a NumPy array, a value known while importing (``Constant`` nodes, integer
+  initializers, ``Shape`` of a static shape, and nodes whose inputs are all known, which
+  are evaluated at import time: the "constant folding" that turns PyTorch's
+  ``Shape -> Gather -> Concat -> Reshape`` chains into a static reshape).
+
+Each node is imported by its rule (:mod:`ipuxl.onnx.registry`): an ordinary node
+becomes one ipuxl op, ``onnx.<Op>-<version>``. Inputs that a rule needs as values
+(``Reshape``'s shape, ``Pad``'s pads...) must be known; when one is a graph input,
+:class:`NeedsValueError` names it (the ONNX backend then specialises on that input's
+value).
+
+:func:`check_model` lists every unsupported operator and attribute of a model, with the
+node names, in one error, before anything is built.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ipuxl.context import get_current_context
+from ipuxl.onnx.registry import Rule, call_rule, canonical_domain, dtype_of, find_rule
+from ipuxl.popart.errors import popart_exception
+from ipuxl.tensor import Tensor
+
+__all__ = ["Importer", "NodeContext", "OnnxImportError", "NeedsValueError",
+           "UnsupportedModelError", "check_model", "load_model", "opsets_of",
+           "attribute_value", "value_info_spec", "Value"]
+
+Value = Any  # Tensor | np.ndarray
+
+
+class OnnxImportError(popart_exception):
+    """An ONNX model that ipuxl cannot import as it is (the message says why and where)."""
+
+
+class UnsupportedModelError(OnnxImportError):
+    """The model uses operators or attributes ipuxl does not implement; ``problems``
+    lists each as ``(node name, op_type, what)``."""
+
+    def __init__(self, message: str, problems: Sequence[tuple[str, str, str]]):
+        super().__init__(message)
+        self.problems = list(problems)
+
+
+class NeedsValueError(OnnxImportError):
+    """A node needs the *value* of an input that is only known when the model runs."""
+
+    def __init__(self, message: str, input_name: str):
+        super().__init__(message)
+        self.input_name = input_name
+
+
+# ------------------------------------------------------------------------- model loading
+def load_model(model: Any) -> Any:
+    """An ``onnx.ModelProto`` from a path, serialized bytes or a ModelProto."""
+    import onnx
+
+    if isinstance(model, onnx.ModelProto):
+        return model
+    if isinstance(model, (bytes, bytearray)):
+        try:
+            return onnx.load_from_string(bytes(model))
+        except Exception as error:
+            raise OnnxImportError(
+                f"The bytes given as the model are not a serialized ONNX ModelProto ({error})."
+            ) from None
+    if isinstance(model, (str, os.PathLike)):
+        path = os.fspath(model)
+        if not os.path.exists(path):
+            raise OnnxImportError(
+                f"No ONNX model at {path!r}: pass the path of an .onnx file, the bytes of a "
+                "ModelProto (`proto = builder.getModelProto()`), or a ModelProto."
+            )
+        try:
+            return onnx.load(path)
+        except Exception as error:
+            raise OnnxImportError(f"{path!r} is not an ONNX model file ({error}).") from None
+    raise TypeError(
+        f"An ONNX model must be a path, bytes or an onnx.ModelProto, got "
+        f"{type(model).__name__}."
+    )
+
+
+def opsets_of(model: Any) -> dict[str, int]:
+    """``{domain: version}`` of the model's opset imports (the default domain as
+    ``"ai.onnx"``)."""
+    opsets = {canonical_domain(o.domain): int(o.version) for o in model.opset_import}
+    opsets.setdefault("ai.onnx", 1)
+    opsets.setdefault("ai.graphcore", 1)
+    return opsets
+
+
+def attribute_value(attribute: Any) -> Any:
+    """An ONNX attribute as a Python value: tuples for lists, ``str`` for strings, NumPy
+    arrays for tensors, GraphProto for graphs."""
+    from onnx import AttributeProto, helper, numpy_helper
+
+    kind = attribute.type
+    if kind == AttributeProto.TENSOR:
+        return numpy_helper.to_array(attribute.t)
+    if kind == AttributeProto.SPARSE_TENSOR:
+        return _dense(attribute.sparse_tensor)
+    if kind == AttributeProto.STRING:
+        return attribute.s.decode("utf-8", errors="replace")
+    if kind == AttributeProto.STRINGS:
+        return tuple(s.decode("utf-8", errors="replace") for s in attribute.strings)
+    value = helper.get_attribute_value(attribute)
+    if isinstance(value, list):
+        return tuple(value)
+    return value
+
+
+def _dense(sparse: Any) -> np.ndarray:
+    from onnx import numpy_helper
+
+    values = numpy_helper.to_array(sparse.values)
+    indices = numpy_helper.to_array(sparse.indices).astype(np.int64)
+    dense = np.zeros(tuple(sparse.dims), values.dtype)
+    if indices.ndim == 1:
+        dense.reshape(-1)[indices] = values
+    else:
+        dense[tuple(indices.T)] = values
+    return dense
+
+
+def value_info_spec(info: Any, shapes: Mapping[str, Sequence[int]] | None = None
+                    ) -> tuple[tuple[int, ...], np.dtype]:
+    """``(shape, numpy dtype)`` of a graph input, with ``shapes[name]`` for its symbolic
+    dimensions."""
+    from onnx import helper
+
+    tensor_type = info.type.tensor_type
+    if not info.type.HasField("tensor_type"):
+        raise OnnxImportError(
+            f"Graph input {info.name!r} is not a tensor (sequence, map and optional inputs "
+            "are not supported)."
+        )
+    dtype = np.dtype(helper.tensor_dtype_to_np_dtype(tensor_type.elem_type))
+    if shapes and info.name in shapes:
+        return tuple(int(d) for d in shapes[info.name]), dtype
+    dims = []
+    for dim in tensor_type.shape.dim:
+        if not dim.HasField("dim_value"):
+            raise OnnxImportError(
+                f"Graph input {info.name!r} has a dimension {dim.dim_param or '?'!r} without "
+                "a size. ipuxl compiles for static shapes: give the shape, e.g. "
+                f"`inputShapeInfo.add({info.name!r}, popart.TensorInfo(dtype, shape))`."
+            )
+        dims.append(int(dim.dim_value))
+    return tuple(dims), dtype
+
+
+# ------------------------------------------------------------------------------ checking
+def check_model(model: Any) -> None:
+    """Raise :class:`UnsupportedModelError` listing every node (in every subgraph) whose
+    operator, version or attributes ipuxl does not implement."""
+    opsets = opsets_of(model)
+    problems: list[tuple[str, str, str]] = []
+    for node in _all_nodes(model.graph):
+        domain = canonical_domain(node.domain)
+        rule = find_rule(domain, node.op_type, opsets.get(domain, 1))
+        label = node.name or (node.output[0] if node.output else "?")
+        if rule is None:
+            problems.append((label, node.op_type,
+                             f"operator {domain}.{node.op_type} (opset {opsets.get(domain)}) "
+                             "is not supported"))
+            continue
+        unknown = sorted(a.name for a in node.attribute if a.name not in rule.attributes)
+        if unknown:
+            problems.append((label, node.op_type, f"attribute(s) {', '.join(unknown)} "
+                             "not supported"))
+    if problems:
+        lines = "\n".join(f"  node {n!r} ({t}): {what}" for n, t, what in problems)
+        raise UnsupportedModelError(
+            f"The ONNX model has {len(problems)} node(s) ipuxl cannot import:\n{lines}\n"
+            "`popart.getSupportedOperations(False)` lists what is supported.", problems)
+
+
+def _all_nodes(graph: Any) -> Iterable[Any]:
+    from onnx import AttributeProto
+
+    for node in graph.node:
+        yield node
+        for attribute in node.attribute:
+            if attribute.type == AttributeProto.GRAPH:
+                yield from _all_nodes(attribute.g)
+            elif attribute.type == AttributeProto.GRAPHS:
+                for g in attribute.graphs:
+                    yield from _all_nodes(g)
+
+
+# ----------------------------------------------------------------------------- importing
+@dataclass
+class NodeContext:
+    """What a converter (:func:`ipuxl.onnx.registry.onnx_converter`) gets for one node."""
+
+    importer: Importer
+    node: Any
+    inputs: list[Value | None]
+    attrs: dict[str, Any]
+    env: dict[str, Value]
+
+    def tensor(self, index: int) -> Tensor:
+        """Input ``index`` as a tensor of the current graph."""
+        return self.importer.tensor(self.node.input[index], self.inputs[index])
+
+    def value(self, index: int) -> np.ndarray:
+        """Input ``index``'s value, which must be known at import time."""
+        return self.importer.known_value(self.node, index, self.inputs[index])
+
+
+@dataclass
+class Importer:
+    """Imports ONNX nodes into the current ipuxl graph (see the module docstring).
+
+    Attributes:
+        opsets: ``{domain: version}`` of the model.
+        known: values of weights (initializers) that are tensors in the graph but whose
+            value a static input may read (``Resize`` scales stored as a weight...).
+        on_node: called as ``on_node(node, outputs)`` after each node is imported (the
+            Builder's IPU placement and the sessions' name mapping use it).
+    """
+
+    opsets: dict[str, int]
+    known: dict[str, np.ndarray] = field(default_factory=dict)
+    on_node: Callable[[Any, list[Value]], None] | None = None
+    _constants: dict[tuple[int, str], Tensor] = field(default_factory=dict)
+
+    def run(self, graph: Any, env: dict[str, Value]) -> dict[str, Value]:
+        """Import ``graph``'s nodes; ``env`` has its inputs and initializers and gets
+        every value the nodes make. Returns ``env``."""
+        for node in graph.node:
+            self.run_node(node, env)
+        return env
+
+    def run_node(self, node: Any, env: dict[str, Value]) -> list[Value]:
+        domain = canonical_domain(node.domain)
+        rule = find_rule(domain, node.op_type, self.opsets.get(domain, 1))
+        if rule is None:
+            raise UnsupportedModelError(
+                f"Node {_label(node)}: operator {domain}.{node.op_type} is not supported.",
+                [(_label(node), node.op_type, "not supported")])
+        inputs: list[Value | None] = []
+        for name in node.input:
+            if not name:
+                inputs.append(None)
+            elif name in env:
+                inputs.append(env[name])
+            else:
+                raise OnnxImportError(
+                    f"Node {_label(node)} ({node.op_type}) reads {name!r}, which no earlier "
+                    "node, graph input or initializer produces (the graph is not in "
+                    "topological order, or the name is misspelt)."
+                )
+        attrs = {a.name: attribute_value(a) for a in node.attribute}
+        if rule.convert is not None:
+            outputs = list(rule.convert(NodeContext(self, node, inputs, attrs, env)))
+        else:
+            outputs = self._apply(rule, node, inputs, attrs)
+        if len(outputs) < len([o for o in node.output if o]):
+            raise OnnxImportError(
+                f"Node {_label(node)} ({node.op_type}) names {len(node.output)} outputs; "
+                f"ipuxl's {rule.name} makes {len(outputs)}."
+            )
+        for name, value in zip(node.output, outputs):
+            if name:
+                env[name] = value
+        if self.on_node is not None:
+            self.on_node(node, outputs)
+        return outputs
+
+    # -------------------------------------------------------------------- values
+    def tensor(self, name: str, value: Value) -> Tensor:
+        """``value`` as a tensor of the current graph (a known value becomes a constant,
+        made once per graph and name)."""
+        if isinstance(value, Tensor):
+            return value
+        import ipuxl
+
+        graph = get_current_context().graph
+        key = (id(graph), name)
+        made = self._constants.get(key)
+        if made is None or made.graph is not graph:
+            array = np.asarray(value)
+            made = ipuxl.constant(array, dtype=dtype_of(array.dtype), name=name,
+                                  downcast=False)
+            self._constants[key] = made
+        return made
+
+    def known_value(self, node: Any, index: int, value: Value) -> np.ndarray:
+        if value is None:
+            raise OnnxImportError(f"Node {_label(node)} ({node.op_type}): input {index} is "
+                                  "required.")
+        if not isinstance(value, Tensor):
+            return np.asarray(value)
+        name = node.input[index]
+        if name in self.known:
+            return self.known[name]
+        raise NeedsValueError(
+            f"Node {_label(node)} ({node.op_type}) needs the value of its input {index} "
+            f"({name!r}) when the model is imported (it decides a shape), but that value is "
+            "only known when the model runs. Make it an initializer or a Constant.", name)
+
+    # -------------------------------------------------------------------- one node
+    def _apply(self, rule: Rule, node: Any, inputs: list[Value | None],
+               attrs: dict[str, Any]) -> list[Value]:
+        if rule.takes_num_outputs:
+            attrs["num_outputs"] = len(node.output)
+        slots, statics, dynamic = [], [], []
+        for index, value in enumerate(inputs):
+            if value is None:
+                slots.append("-")
+            elif index in rule.static or rule.value_dependent:
+                slots.append("s")
+                statics.append(self.known_value(node, index, value))
+            else:
+                slots.append("t")
+                dynamic.append((index, value))
+        if all(not isinstance(v, Tensor) for _, v in dynamic):
+            # Every input is known: evaluate the node now.
+            return self._fold(rule, node, slots, statics, dynamic, attrs)
+        tensors = {f"input{index}": self.tensor(node.input[index], value)
+                   for index, value in dynamic}
+        names = [name or None for name in node.output]
+        layout = "".join(slots)
+        if layout.strip("t"):  # some input is static or absent
+            attrs = {**attrs, "slots": layout}
+        if statics:
+            attrs["static"] = tuple(statics)
+        try:
+            outputs = rule.opdef.apply(tensors, names=names, **attrs)
+        except OnnxImportError:
+            raise
+        except Exception as error:
+            raise OnnxImportError(
+                f"Node {_label(node)} ({node.op_type}, {rule.name}) cannot be built for inputs "
+                f"{_describe(tensors.values())}: {type(error).__name__}: {error}"
+            ) from error
+        return list(outputs)
+
+    def _fold(self, rule: Rule, node: Any, slots: list[str], statics: list[np.ndarray],
+              dynamic: list[tuple[int, Any]], attrs: dict[str, Any]) -> list[np.ndarray]:
+        try:
+            with jax.enable_x64(True), jax.default_device(jax.devices("cpu")[0]):
+                arrays = [jnp.asarray(np.asarray(v)) for _, v in dynamic]
+                result = call_rule(rule, arrays, "".join(slots), statics, attrs)
+                results = result if isinstance(result, (list, tuple)) else (result,)
+                return [np.asarray(r) for r in results]
+        except OnnxImportError:
+            raise
+        except Exception as error:
+            raise OnnxImportError(
+                f"Node {_label(node)} ({node.op_type}, {rule.name}) failed on its known "
+                f"inputs: {type(error).__name__}: {error}"
+            ) from error
+
+
+def _label(node: Any) -> str:
+    return repr(node.name or (node.output[0] if node.output else node.op_type))
+
+
+def _describe(tensors: Iterable[Tensor]) -> str:
+    return ", ".join(f"{t.dtype.short_name}{list(t.shape)}" for t in tensors) or "(none)"

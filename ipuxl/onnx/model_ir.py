@@ -1,0 +1,95 @@
+"""An ONNX model as a plain ipuxl Ir: streams in, streams out, weights as variables."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ipuxl.onnx.importer import (
+    Importer,
+    check_model,
+    load_model,
+    opsets_of,
+    value_info_spec,
+)
+from ipuxl.onnx.registry import dtype_of
+
+__all__ = ["ModelIr", "model_to_ir", "initializer_arrays"]
+
+
+@dataclass
+class ModelIr:
+    """What :func:`model_to_ir` made: ``ir``, and the streams and variables by ONNX name."""
+
+    ir: Any
+    inputs: dict[str, Any]
+    outputs: dict[str, Any]
+    weights: dict[str, Any]
+    model: Any
+
+
+def initializer_arrays(graph: Any) -> dict[str, np.ndarray]:
+    from onnx import numpy_helper
+
+    return {init.name: numpy_helper.to_array(init) for init in graph.initializer}
+
+
+def is_weight(array: np.ndarray) -> bool:
+    """Floating-point initializers are weights (variables); the rest (shapes, indices)
+    are constants whose values the importer may read."""
+    return np.issubdtype(array.dtype, np.floating) or array.dtype.kind == "V"
+
+
+def model_to_ir(model: Any, *, input_shapes: Mapping[str, Sequence[int]] | None = None,
+                known_inputs: Mapping[str, np.ndarray] | None = None,
+                outputs: Sequence[str] | None = None, check: bool = True) -> ModelIr:
+    """Import ``model`` into a new :class:`ipuxl.Ir` (one run = one batch).
+
+    Args:
+        model: a path, serialized bytes or an ``onnx.ModelProto``.
+        input_shapes: shapes of graph inputs whose dimensions are symbolic.
+        known_inputs: graph inputs to fix to these values (they become constants).
+        outputs: the values to stream out (default: the graph outputs).
+        check: list unsupported operators first (:func:`check_model`).
+    """
+    import ipuxl
+    from ipuxl import ops
+
+    model = load_model(model)
+    if check:
+        check_model(model)
+    graph = model.graph
+    known_inputs = dict(known_inputs or {})
+    arrays = initializer_arrays(graph)
+    ir = ipuxl.Ir()
+    env: dict[str, Any] = {}
+    streams_in, streams_out, weights = {}, {}, {}
+    importer = Importer(opsets_of(model))
+    with ir.main_graph:
+        for name, array in arrays.items():
+            if is_weight(array) and name not in known_inputs:
+                weights[name] = env[name] = ipuxl.variable(
+                    array, dtype=dtype_of(array.dtype), name=name, downcast=False)
+                importer.known[name] = array
+            else:
+                env[name] = array
+        for info in graph.input:
+            if info.name in arrays and info.name not in known_inputs:
+                continue  # an initializer listed as an input (old ONNX): a weight
+            if info.name in known_inputs:
+                env[info.name] = np.asarray(known_inputs[info.name])
+                continue
+            shape, dtype = value_info_spec(info, input_shapes)
+            stream = ipuxl.h2d_stream(shape, dtype_of(dtype), name=info.name)
+            streams_in[info.name] = stream
+            env[info.name] = ops.host_load(stream, info.name)
+        importer.run(graph, env)
+        for name in outputs or [o.name for o in graph.output]:
+            tensor = importer.tensor(name, env[name])
+            stream = ipuxl.d2h_stream(tensor.shape, tensor.dtype, name=name)
+            ops.host_store(stream, tensor)
+            streams_out[name] = stream
+    return ModelIr(ir, streams_in, streams_out, weights, model)

@@ -1,0 +1,191 @@
+"""The table of ONNX operators ipuxl imports: one rule per (domain, operator, version).
+
+An ONNX operator is declared once, as a JAX function of its inputs with the ONNX
+attributes as keyword arguments::
+
+    @onnx_op("Gemm", kind="matmul")
+    def gemm(a, b, c=None, *, alpha=1.0, beta=1.0, transA=0, transB=0):
+        ...
+
+The declaration makes an :class:`ipuxl.op.OpDef` named ``onnx.Gemm-1`` (the version is
+the rule's ``since``), whose type rule is ``jax.eval_shape`` of the function and whose
+lowering is the function itself, so an imported node is an ordinary ipuxl op: it prints,
+verifies, differentiates (``jax.vjp`` of the function) and lowers like any other.
+
+* ``since``: the first opset version the rule implements; the importer picks the rule
+  with the highest ``since`` not above the model's opset for the domain.
+* ``static``: inputs that must be known when the model is imported (shapes, axes, pads,
+  ``k`` of TopK...): the function receives them as NumPy arrays.
+* ``value_dependent``: the output *shape* depends on input values (NonZero, Unique...):
+  every input must be known at import time and the node is evaluated then.
+* ``kind``: the IPU model's cost family (see :mod:`ipuxl.sim.op_costs`).
+* Missing optional inputs arrive as ``None``; a function with a ``num_outputs`` keyword
+  gets the node's output count.
+
+Operators that need the importer itself (``If``, ``Loop``, ``Scan`` import subgraphs)
+are declared with :func:`onnx_converter` instead.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import jax
+import numpy as np
+
+from ipuxl import dtypes
+from ipuxl.op import OpDef
+from ipuxl.tensor import TensorSpec
+
+__all__ = ["Rule", "onnx_op", "onnx_converter", "find_rule", "rules", "ONNX_DOMAIN",
+           "canonical_domain"]
+
+ONNX_DOMAIN = "ai.onnx"
+_SHORT = {"ai.onnx": "onnx", "ai.graphcore": "graphcore", "ai.onnx.ml": "onnx_ml",
+          "ai.onnx.preview.training": "onnx_training", "com.microsoft": "ms"}
+
+
+def canonical_domain(domain: str) -> str:
+    """ONNX writes the default domain as ``""`` or ``"ai.onnx"``."""
+    return domain or ONNX_DOMAIN
+
+
+@dataclass(eq=False)
+class Rule:
+    """How one version range of one operator is imported."""
+
+    op_type: str
+    domain: str
+    since: int
+    fn: Callable[..., Any] | None = None
+    convert: Callable[..., Any] | None = None
+    static: frozenset[int] = frozenset()
+    value_dependent: bool = False
+    kind: str = "elementwise"
+    attributes: frozenset[str] = frozenset()
+    takes_num_outputs: bool = False
+    opdef: OpDef | None = field(default=None, repr=False)
+
+    @property
+    def name(self) -> str:
+        return f"{_SHORT.get(self.domain, self.domain)}.{self.op_type}-{self.since}"
+
+
+_RULES: dict[tuple[str, str], list[Rule]] = {}
+
+
+def _register(rule: Rule) -> None:
+    versions = _RULES.setdefault((rule.domain, rule.op_type), [])
+    if any(r.since == rule.since for r in versions):
+        raise ValueError(f"ipuxl internal error: {rule.name} is declared twice.")
+    versions.append(rule)
+    versions.sort(key=lambda r: r.since)
+
+
+def _keyword_names(fn: Callable[..., Any]) -> tuple[frozenset[str], bool]:
+    params = inspect.signature(fn).parameters.values()
+    names = {p.name for p in params if p.kind is p.KEYWORD_ONLY}
+    takes = "num_outputs" in names
+    names.discard("num_outputs")
+    return frozenset(names), takes
+
+
+def onnx_op(op_type: str, *, since: int | Sequence[int] = 1, domain: str = "",
+            static: Sequence[int] = (), value_dependent: bool = False,
+            kind: str = "elementwise") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Declare ``fn(*inputs, **attributes)`` as the rule for ``op_type`` (see the module
+    docstring). ``since`` may list several versions that share the function."""
+
+    def declare(fn: Callable[..., Any]) -> Callable[..., Any]:
+        attributes, takes = _keyword_names(fn)
+        for version in (since,) if isinstance(since, int) else since:
+            rule = Rule(op_type, canonical_domain(domain), version, fn=fn,
+                        static=frozenset(static), value_dependent=value_dependent,
+                        kind=kind, attributes=attributes, takes_num_outputs=takes)
+            rule.opdef = _make_opdef(rule)
+            _register(rule)
+        return fn
+
+    return declare
+
+
+def onnx_converter(op_type: str, *, since: int | Sequence[int] = 1, domain: str = "",
+                   attributes: Sequence[str] = ()) -> Callable[..., Any]:
+    """Declare ``convert(ctx) -> [output values]`` for an operator that needs the importer
+    (``ctx`` is an :class:`ipuxl.onnx.importer.NodeContext`)."""
+
+    def declare(convert: Callable[..., Any]) -> Callable[..., Any]:
+        for version in (since,) if isinstance(since, int) else since:
+            _register(Rule(op_type, canonical_domain(domain), version, convert=convert,
+                           attributes=frozenset(attributes)))
+        return convert
+
+    return declare
+
+
+def rules() -> dict[tuple[str, str], list[Rule]]:
+    """Every declared rule, by (domain, operator), versions in order."""
+    _load_all()
+    return _RULES
+
+
+def find_rule(domain: str, op_type: str, opset: int) -> Rule | None:
+    """The rule for ``op_type`` at ``opset`` (the newest version not above it)."""
+    _load_all()
+    found = None
+    for rule in _RULES.get((canonical_domain(domain), op_type), ()):
+        if rule.since <= opset:
+            found = rule
+    return found
+
+
+def _load_all() -> None:
+    import ipuxl.onnx.ops  # noqa: F401 - declares every rule
+
+
+# ---------------------------------------------------------------------------- the OpDef
+def call_rule(rule: Rule, arrays: Sequence[Any], slots: str | None, static: Sequence[Any],
+              attrs: dict[str, Any]) -> Any:
+    """Call the rule's function with the node's inputs in ONNX order: ``slots`` has one
+    letter per input, ``t`` (next of ``arrays``), ``s`` (next of ``static``) or ``-``
+    (absent: None); None means every input is a tensor."""
+    if slots is None:
+        return rule.fn(*arrays, **attrs)
+    values: list[Any] = []
+    tensors, statics = iter(arrays), iter(static)
+    for slot in slots:
+        values.append(next(tensors) if slot == "t" else next(statics) if slot == "s" else None)
+    while values and values[-1] is None:
+        values.pop()
+    return rule.fn(*values, **attrs)
+
+
+def _make_opdef(rule: Rule) -> OpDef:
+    def lower(*arrays: Any, slots: str | None = None, static: tuple = (), **attrs: Any) -> Any:
+        result = call_rule(rule, arrays, slots, static, attrs)
+        return tuple(result) if isinstance(result, (list, tuple)) else result
+
+    def infer(*tensors: Any, slots: str | None = None, static: tuple = (), **attrs: Any
+              ) -> list[TensorSpec]:
+        specs = [jax.ShapeDtypeStruct(t.shape, t.dtype.jax_dtype) for t in tensors]
+        with jax.enable_x64(True):
+            out = jax.eval_shape(lambda *a: lower(*a, slots=slots, static=static, **attrs),
+                                 *specs)
+        outs = out if isinstance(out, tuple) else (out,)
+        return [TensorSpec(tuple(o.shape), dtype_of(o.dtype)) for o in outs]
+
+    return OpDef(rule.name, infer=infer, lower=lower, cost_kind=rule.kind)
+
+
+def dtype_of(np_dtype: Any) -> dtypes.dtype:
+    """The ipuxl dtype of a NumPy/JAX dtype, with a clear error for one ipuxl lacks."""
+    try:
+        return dtypes.dtype.as_dtype(np.dtype(np_dtype))
+    except (ValueError, TypeError):
+        raise TypeError(
+            f"ipuxl has no tensor type for {np.dtype(np_dtype)}: the ONNX graph computes a "
+            "value of a type ipuxl cannot hold."
+        ) from None

@@ -1,0 +1,118 @@
+"""``popart``: Graphcore's PopART API on ipuxl (``import popart`` through the alias).
+
+Two users meet here:
+
+* PopXL programs, which catch ``popart.popart_exception`` and set
+  ``popart.SessionOptions`` through ``ir._pb_ir``;
+* PopART programs: ``popart.Builder`` builds an ONNX model, and
+  ``popart.InferenceSession`` / ``popart.TrainingSession`` import an ONNX model into an
+  ipuxl ``Ir`` (see :mod:`ipuxl.onnx`) and run it with a ``popart.DataFlow`` of anchors
+  and a ``popart.PyStepIO``.
+
+The modules, one concept each: ``errors`` (the exception types), ``devices``
+(``DeviceManager``), ``tensor_info`` (``TensorInfo``, ``DataType``, ``InputShapeInfo``),
+``builder`` (``Builder``), ``dataflow`` (``DataFlow``, ``AnchorReturnType``), ``stepio``
+(``PyStepIO``, ``PyStepIOCallback``, ``PyWeightsIO``), ``optimizers``, ``losses``,
+``names`` (the reserved tensor-name prefixes), ``operators``
+(``getSupportedOperations``), ``program`` (an ONNX model + DataFlow -> an Ir) and
+``session`` (``InferenceSession``, ``TrainingSession``). The heavy ones load on first use,
+so ``import popart`` stays cheap for PopXL programs.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from importlib import import_module
+from typing import Any
+
+from ipuxl.logs import getLogger as getLogger
+from ipuxl.popart.devices import DeviceManager, DeviceType
+from ipuxl.popart.errors import (
+    OutOfMemoryException,
+    popart_exception,
+    poplar_application_runtime_error,
+)
+from ipuxl.session_options import SessionOptions as SessionOptions
+
+__version__ = "ipuxl-compat"
+
+
+class VariableRetrievalMode(Enum):
+    """How ``get_tensor_data`` returns a grouped variable (PopART's enum; PopXL's
+    ``retrieval_mode`` strings ``"one_per_group"`` and ``"all_replicas"``)."""
+
+    OnePerGroup = 0  # noqa: N815 - PopART's names
+    AllReplicas = 1  # noqa: N815
+
+
+# name -> module that defines it (imported on first use).
+_LAZY = {
+    "CommGroup": "ipuxl.ops.collectives.groups",
+    "CommGroupType": "ipuxl.ops.collectives.groups",
+    "Builder": "ipuxl.popart.builder",
+    "AiOnnx": "ipuxl.popart.builder",
+    "AiGraphcore": "ipuxl.popart.builder",
+    "TensorInfo": "ipuxl.popart.tensor_info",
+    "DataType": "ipuxl.popart.tensor_info",
+    "InputShapeInfo": "ipuxl.popart.tensor_info",
+    "DataFlow": "ipuxl.popart.dataflow",
+    "AnchorReturnType": "ipuxl.popart.dataflow",
+    "AnchorReturnTypeId": "ipuxl.popart.dataflow",
+    "PyStepIO": "ipuxl.popart.stepio",
+    "PyStepIOCallback": "ipuxl.popart.stepio",
+    "PyWeightsIO": "ipuxl.popart.stepio",
+    "SGD": "ipuxl.popart.optimizers",
+    "ConstSGD": "ipuxl.popart.optimizers",
+    "Adam": "ipuxl.popart.optimizers",
+    "Adaptive": "ipuxl.popart.optimizers",
+    "AdamMode": "ipuxl.popart.optimizers",
+    "AdaptiveMode": "ipuxl.popart.optimizers",
+    "WeightDecayMode": "ipuxl.popart.optimizers",
+    "OptimizerValue": "ipuxl.popart.optimizers",
+    "Optimizer": "ipuxl.popart.optimizers",
+    "NllLoss": "ipuxl.popart.losses",
+    "L1Loss": "ipuxl.popart.losses",
+    "IdentityLoss": "ipuxl.popart.losses",
+    "ReductionType": "ipuxl.popart.losses",
+    "Patterns": "ipuxl.popart.patterns",
+    "PatternsLevel": "ipuxl.popart.patterns",
+    "getSupportedOperations": "ipuxl.popart.operators",
+    "getSupportedOperationsDefinition": "ipuxl.popart.operators",
+    "defaultAiOnnxOpset": "ipuxl.popart.operators",
+    "defaultAiOnnxMlOpset": "ipuxl.popart.operators",
+    "defaultAiGraphcoreOpset": "ipuxl.popart.operators",
+    "InferenceSession": "ipuxl.popart.session",
+    "TrainingSession": "ipuxl.popart.session",
+}
+for _name in ("reservedGradientPrefix", "reservedAccumPrefix", "reservedAcclPrefix",
+              "reservedAccl1Prefix", "reservedAccl2Prefix", "reservedAccl3Prefix",
+              "reservedAcclToAccumulatorPrefix", "reservedAcclToReducePrefix",
+              "reservedAcclToUpdatePrefix", "reservedAcclFinalOutPrefix",
+              "reservedStepPrefix", "reservedUpdatedVarPrefix", "reservedLossScalingPrefix",
+              "reservedDefaultScaledLearningRate0Prefix",
+              "reservedDefaultWeightDecayScaleFactor0Prefix",
+              "reservedDefaultLearningRatePrefix", "reservedDefaultWeightDecayPrefix",
+              "reservedDefaultMomentumPrefix", "reservedDefaultDampeningScaleFactor1Prefix",
+              "reservedDefaultScaledMomentum1Prefix", "reservedDefaultLossScalingPrefix",
+              "reservedRandomSeedPrefix", "reservedSeedModifierPrefix",
+              "reservedRemoteArgPrefix", "reservedRestoredPrefix", "reservedStashedPrefix",
+              "reservedInitPrefix", "reservedConcatInitPrefix", "reservedPrefixes",
+              "anchorSumPrefix", "anchorFinalPrefix"):
+    _LAZY[_name] = "ipuxl.popart.names"
+
+__all__ = ["popart_exception", "poplar_application_runtime_error", "__version__",
+           "VariableRetrievalMode", "OutOfMemoryException", "DeviceManager", "DeviceType",
+           "getLogger", "SessionOptions", *_LAZY]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

@@ -1,0 +1,73 @@
+"""PopART's device manager, for the devices ipuxl has: the CPU and the IPU model."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ipuxl.popart.errors import popart_exception
+
+__all__ = ["DeviceManager", "CpuDevice", "DeviceType"]
+
+
+class DeviceType:
+    """PopART's ``popart.DeviceType`` values (as strings)."""
+
+    Cpu = "Cpu"  # noqa: N815 - PopART's names
+    IpuModel = "IpuModel"  # noqa: N815
+    Ipu = "Ipu"  # noqa: N815
+
+
+class CpuDevice(str):
+    """``createCpuDevice()``: the string ``"cpu"`` (what ``popxl.Session`` takes) with
+    PopART's ``DeviceInfo`` attributes."""
+
+    def __new__(cls) -> CpuDevice:
+        return super().__new__(cls, "cpu")
+
+    type = DeviceType.Cpu
+    numIpus = 1  # noqa: N815 - PopART's names
+    tilesPerIPU = 1  # noqa: N815
+    id = 0
+    version = "cpu"
+
+    def attach(self) -> bool:
+        return True
+
+    def detach(self) -> None:
+        return None
+
+
+class DeviceManager:
+    """PopART's device manager, for the devices ipuxl has: the CPU and the IPU model."""
+
+    def createCpuDevice(self) -> CpuDevice:  # noqa: N802 - PopART's name
+        return CpuDevice()
+
+    def createIpuModelDevice(self, options: Any = None) -> Any:  # noqa: N802
+        """An IPU model device: ``{"numIPUs": n, "tilesPerIPU": t, "ipuVersion": v}``,
+        with PopART's 4 tiles per IPU when ``tilesPerIPU`` is not given."""
+        from ipuxl.sim.device import IpuModelDevice
+
+        return IpuModelDevice(options)
+
+    def createOfflineIPUDevice(self, options: Any = None) -> Any:  # noqa: N802
+        """An offline IPU: ipuxl compiles for the IPU model with these options."""
+        return self.createIpuModelDevice(options)
+
+    def enumerateDevices(self, *args: Any, **kwargs: Any) -> list[Any]:  # noqa: N802
+        """No IPU hardware is attached to ipuxl: an empty list."""
+        return []
+
+    def acquireAvailableDevice(self, *args: Any, **kwargs: Any) -> Any:  # noqa: N802
+        raise popart_exception(
+            "acquireAvailableDevice: ipuxl has no IPU hardware. Use "
+            "DeviceManager().createIpuModelDevice({...}) (the simulated IPU) or "
+            "createCpuDevice()."
+        )
+
+    def acquireDeviceById(self, *args: Any, **kwargs: Any) -> Any:  # noqa: N802
+        raise popart_exception(
+            "acquireDeviceById: ipuxl has no IPU hardware. Use "
+            "DeviceManager().createIpuModelDevice({...}) (the simulated IPU) or "
+            "createCpuDevice()."
+        )
