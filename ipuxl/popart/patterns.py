@@ -1,0 +1,62 @@
+"""``popart.Patterns``: PopART's graph-rewrite switches, accepted and recorded.
+
+PopART rewrites its IR with patterns before lowering (``PreUniRepl``, ``OpToIdentity``,
+the in-placing patterns...). ipuxl needs none of them: XLA does the equivalent
+rewrites. A session takes a ``Patterns`` object so programs that set them run unchanged;
+the switches are kept and readable, and change nothing.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any
+
+__all__ = ["Patterns", "PatternsLevel"]
+
+
+class PatternsLevel(Enum):
+    NoPatterns = 0  # noqa: N815 - PopART's names
+    Minimal = 1  # noqa: N815
+    Default = 2  # noqa: N815
+    All = 3  # noqa: N815
+
+
+class Patterns:
+    """``Patterns(level=PatternsLevel.Default)`` or ``Patterns(["PreUniRepl", ...])``."""
+
+    def __init__(self, level_or_names: Any = PatternsLevel.Default):
+        self._enabled: dict[str, bool] = {}
+        if isinstance(level_or_names, PatternsLevel):
+            self.level = level_or_names
+        else:
+            self.level = PatternsLevel.NoPatterns
+            for name in level_or_names:
+                self._enabled[str(name)] = True
+        self.inplaceEnabled = self.level != PatternsLevel.NoPatterns  # noqa: N815
+        self.updateInplacePrioritiesForIpu = True  # noqa: N815
+
+    def enablePattern(self, name: str, enabled: bool) -> Patterns:  # noqa: N802
+        self._enabled[name] = bool(enabled)
+        return self
+
+    def isPatternEnabled(self, name: str) -> bool:  # noqa: N802
+        return self._enabled.get(name, self.level in (PatternsLevel.Default,
+                                                      PatternsLevel.All))
+
+    def enableRuntimeAsserts(self, enabled: bool) -> Patterns:  # noqa: N802
+        return self
+
+    def __getattr__(self, name: str) -> Any:
+        # PopART exposes each pattern as a property (patterns.PreUniRepl = False ...).
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return self.isPatternEnabled(name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name[0].isupper():
+            self._enabled[name] = bool(value)
+        else:
+            object.__setattr__(self, name, value)
+
+    def __repr__(self) -> str:
+        return f"Patterns({self.level.name}, {self._enabled})"

@@ -1,0 +1,407 @@
+"""An ONNX model + a DataFlow (+ a loss and an optimizer) -> one ipuxl Ir.
+
+The Ir a PopART session runs is an ordinary PopXL program:
+
+* one h2d stream per model input and one d2h stream per anchor;
+  ``ir.num_host_transfers`` is ``batchesPerStep * accumulationFactor`` (one slot per
+  micro-batch) and ``ir.replication_factor`` the replication factor;
+* one variable per floating-point initializer (the weights, named as in the model);
+* inference: ``repeat(batchesPerStep)`` of a body that loads the inputs, runs the imported
+  ONNX graph and stores every anchor;
+* training: the imported graph (plus the seed-era losses) is a forward subgraph;
+  ``transforms.autodiff`` makes its gradient graph; a micro-batch body calls both and
+  either updates the weights (no accumulation) or adds the gradients into
+  ``Accum___<w>`` variables, which an outer ``repeat(batchesPerStep)`` body reduces (over
+  replicas too), applies and zeroes after ``repeat(accumulationFactor)`` micro-batches.
+
+Every anchor is stored every micro-batch; the session turns the ``[bps, accl, repl, ...]``
+values into what each anchor's return type asks for (:mod:`ipuxl.popart.dataflow`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ipuxl.onnx.importer import Importer, check_model, load_model, opsets_of, value_info_spec
+from ipuxl.onnx.model_ir import initializer_arrays, is_weight
+from ipuxl.onnx.registry import dtype_of
+from ipuxl.popart.errors import popart_exception
+from ipuxl.popart.losses import IdentityLoss, L1Loss, Loss, NllLoss, ReductionType
+from ipuxl.popart.names import reservedGradientPrefix
+
+__all__ = ["Program", "Plan", "build_program"]
+
+
+@dataclass
+class Plan:
+    """The batch structure of one run."""
+
+    batches_per_step: int
+    accumulation: int
+    replicas: int
+
+    @property
+    def micro_batches(self) -> int:
+        return self.batches_per_step * self.accumulation
+
+
+@dataclass
+class Program:
+    """A built Ir and where everything in it is, by ONNX / PopART name."""
+
+    ir: Any
+    plan: Plan
+    model: Any
+    inputs: dict[str, Any] = field(default_factory=dict)       # id -> h2d stream
+    anchors: dict[str, Any] = field(default_factory=dict)      # id -> d2h stream
+    weights: dict[str, Any] = field(default_factory=dict)      # id -> Variable
+    hyper: dict[str, Any] = field(default_factory=dict)        # name -> Variable
+    state: dict[str, Any] = field(default_factory=dict)        # name -> Variable
+    infos: dict[str, tuple[tuple[int, ...], Any]] = field(default_factory=dict)
+
+
+def _plan(dataflow: Any, options: Any, training: bool) -> Plan:
+    replicas = 1
+    if options is not None and getattr(options, "enableReplicatedGraphs", False):
+        replicas = int(options.replicatedGraphCount)
+    accumulation = 1
+    if options is not None and getattr(options, "enableGradientAccumulation", False):
+        accumulation = int(options.accumulationFactor)
+        if not training and accumulation > 1:
+            raise popart_exception(
+                "Gradient accumulation is enabled (accumulationFactor "
+                f"{accumulation}) in an InferenceSession: accumulation only applies to "
+                "training. Disable enableGradientAccumulation.")
+    if accumulation < 1 or replicas < 1:
+        raise popart_exception("accumulationFactor and replicatedGraphCount must be >= 1.")
+    return Plan(dataflow.batchesPerStep(), accumulation, replicas)
+
+
+def _input_specs(model: Any, shape_info: Any) -> dict[str, tuple[tuple[int, ...], Any]]:
+    initializers = {i.name for i in model.graph.initializer}
+    shapes = {}
+    if shape_info is not None:
+        shapes = {info.name: list(shape_info.get(info.name).shape())
+                  for info in model.graph.input if shape_info.has(info.name)}
+    specs = {}
+    for info in model.graph.input:
+        if info.name in initializers:
+            continue
+        shape, dtype = value_info_spec(info, shapes)
+        specs[info.name] = (shape, dtype)
+    return specs
+
+
+def build_program(fn_model: Any, dataflow: Any, *, input_shape_info: Any = None,
+                  options: Any = None, loss: str | None = None,
+                  losses: Sequence[Loss] | None = None, optimizer: Any = None) -> Program:
+    """Build the Ir of an inference (no ``optimizer``) or training session."""
+    import ipuxl
+
+    model = load_model(fn_model)
+    check_model(model)
+    training = optimizer is not None
+    plan = _plan(dataflow, options, training)
+    ir = ipuxl.Ir(replication=plan.replicas)
+    ir.num_host_transfers = plan.micro_batches
+    program = Program(ir, plan, model)
+    arrays = initializer_arrays(model.graph)
+    specs = _input_specs(model, input_shape_info)
+    with ir.main_graph:
+        for name, (shape, dtype) in specs.items():
+            program.inputs[name] = ipuxl.h2d_stream(shape, dtype_of(dtype), name=name)
+            program.infos[name] = (shape, dtype_of(dtype))
+        for name, array in arrays.items():
+            if is_weight(array):
+                program.weights[name] = ipuxl.variable(array, dtype_of(array.dtype),
+                                                       name=name, downcast=False)
+                program.infos[name] = (array.shape, dtype_of(array.dtype))
+        if training:
+            _build_training(program, dataflow, arrays, loss, losses or (), optimizer, options)
+        else:
+            _build_inference(program, dataflow, arrays)
+    return program
+
+
+# ---------------------------------------------------------------------------- inference
+def _build_inference(program: Program, dataflow: Any, arrays: dict[str, np.ndarray]) -> None:
+    import ipuxl
+    from ipuxl import ops
+
+    model, bindings = program.model, {}
+
+    def body() -> None:
+        env: dict[str, Any] = {n: a for n, a in arrays.items() if n not in program.weights}
+        importer = Importer(opsets_of(model))
+        for name, variable in program.weights.items():
+            graph_input = ipuxl.graph_input(variable.shape, variable.dtype, name)
+            bindings[graph_input] = variable
+            env[name] = graph_input
+            importer.known[name] = arrays[name]
+        for name, stream in program.inputs.items():
+            env[name] = ops.host_load(stream, name)
+        importer.run(model.graph, env)
+        _record_infos(program, env)
+        for anchor in dataflow.anchors():
+            tensor = importer.tensor(anchor, _lookup(env, anchor))
+            _store_anchor(program, anchor, tensor)
+
+    body.__qualname__ = "inference_step"
+    graph = program.ir.create_graph(body)
+    ops.repeat(graph, program.plan.batches_per_step, inputs_dict=bindings)
+
+
+# ----------------------------------------------------------------------------- training
+def _build_training(program: Program, dataflow: Any, arrays: dict[str, np.ndarray],
+                    loss: str | None, losses: Sequence[Loss], optimizer: Any,
+                    options: Any) -> None:
+    import ipuxl
+    from ipuxl import ops
+    from ipuxl.transforms import autodiff
+
+    model, ir, plan = program.model, program.ir, program.plan
+    if loss is None and not losses:
+        raise popart_exception("A TrainingSession needs a loss: pass loss=<tensor id of a "
+                               "scalar loss in the model> (or losses=[popart.NllLoss(...)]).")
+    gradient_anchors = [a for a in dataflow.anchors()
+                        if a.startswith(reservedGradientPrefix())]
+    forward_anchors = [a for a in dataflow.anchors() if a not in gradient_anchors]
+    weight_inputs: dict[str, Any] = {}
+    data_inputs: dict[str, Any] = {}
+    loss_id = loss if loss is not None else "__ipuxl_loss__"
+
+    def forward() -> None:
+        env: dict[str, Any] = {n: a for n, a in arrays.items() if n not in program.weights}
+        importer = Importer(opsets_of(model))
+        for name in program.inputs:
+            shape, dtype = program.infos[name]
+            data_inputs[name] = env[name] = ipuxl.graph_input(shape, dtype, name)
+        for name, variable in program.weights.items():
+            weight_inputs[name] = env[name] = ipuxl.graph_input(variable.shape,
+                                                                variable.dtype, name)
+            importer.known[name] = arrays[name]
+        importer.run(model.graph, env)
+        if losses:
+            env[loss_id] = _seed_era_losses(env, losses)
+        _record_infos(program, env)
+        value = importer.tensor(loss_id, _lookup(env, loss_id))
+        if value.nelms != 1 or not value.dtype.is_floating_point:
+            raise popart_exception(
+                f"The loss {loss_id!r} must be a floating-point scalar, got "
+                f"{value.dtype.short_name}{list(value.shape)}: reduce it (e.g. "
+                "aiGraphcore.identityloss(..., reduction=popart.ReductionType.Mean)).")
+        ipuxl.graph_output(value)
+        for anchor in forward_anchors:
+            ipuxl.graph_output(importer.tensor(anchor, _lookup(env, anchor)))
+
+    forward.__qualname__ = "onnx_forward"
+    fwd = ir.create_graph(forward)
+    weights_in_fwd = list(weight_inputs.values())
+    grad_info = autodiff(fwd, grads_provided=fwd.outputs[:1], grads_required=weights_in_fwd)
+    for anchor in gradient_anchors:
+        if anchor[len(reservedGradientPrefix()):] not in program.weights:
+            raise popart_exception(f"Anchor {anchor!r}: {anchor[len(reservedGradientPrefix()):]!r}"
+                                   " is not a weight of the model, so it has no gradient.")
+
+    for name, variable in program.weights.items():
+        for prefix, init in optimizer.state(name):
+            value = np.zeros(variable.shape, variable.dtype.as_numpy()) if init == "zeros" \
+                else np.zeros((), np.float32)
+            program.state[prefix + name] = ipuxl.variable(value, name=prefix + name,
+                                                          downcast=False)
+        if plan.accumulation > 1:
+            program.state["Accum___" + name] = ipuxl.variable(
+                np.zeros(variable.shape, variable.dtype.as_numpy()), name="Accum___" + name,
+                downcast=False)
+        for key in optimizer.KEYS:
+            hyper_name, value = optimizer.hyper(name, key)
+            if not value.isConst and hyper_name not in program.hyper:
+                program.hyper[hyper_name] = ipuxl.variable(np.float32(value.val),
+                                                           name=hyper_name)
+    if not optimizer.lossScaling.isConst:
+        program.hyper["lossScaling___default___"] = ipuxl.variable(
+            np.float32(optimizer.lossScaling.val), name="lossScaling___default___")
+    mean = _reduction_is_mean(options)
+
+    def graph_inputs(bindings: dict[Any, Any], accumulating: bool = False) -> dict[str, Any]:
+        """Graph inputs for the variables (by reference where the graph writes them: a
+        micro-batch that only accumulates reads the weights and writes ``Accum___``)."""
+        made = {}
+        for group in (program.weights, program.state):
+            for name, variable in group.items():
+                if accumulating and group is program.state and not name.startswith("Accum___"):
+                    continue
+                by_ref = not accumulating or group is program.state
+                made[name] = ipuxl.graph_input(variable.shape, variable.dtype, name,
+                                               by_ref=by_ref)
+                bindings[made[name]] = variable
+        for name, variable in program.hyper.items():
+            made[name] = ipuxl.graph_input(variable.shape, variable.dtype, name)
+            bindings[made[name]] = variable
+        return made
+
+    def hyper_for(made: dict[str, Any], weight: str) -> dict[str, Any]:
+        values = {}
+        for key in optimizer.KEYS:
+            hyper_name, value = optimizer.hyper(weight, key)
+            values[key] = made[hyper_name] if not value.isConst else value.val
+        return values
+
+    def loss_scaling(made: dict[str, Any]) -> Any:
+        return made.get("lossScaling___default___", optimizer.lossScaling.val)
+
+    def apply_updates(made: dict[str, Any], grads: dict[str, Any]) -> None:
+        for name in program.weights:
+            grad = grads[name]
+            if plan.replicas > 1:
+                grad = ops.collectives.replicated_all_reduce(grad, op="add")
+            if mean and plan.micro_batches // plan.batches_per_step * plan.replicas > 1:
+                grad = grad * (1.0 / (plan.accumulation * plan.replicas))
+            state = {prefix: made[prefix + name] for prefix, _ in optimizer.state(name)}
+            optimizer.update(made[name], grad, state, hyper_for(made, name))
+
+    def micro(made: dict[str, Any], update: bool) -> None:
+        loaded = {name: ops.host_load(stream, name) for name, stream in program.inputs.items()}
+        inputs_dict = {data_inputs[n]: loaded[n] for n in data_inputs}
+        inputs_dict.update({weight_inputs[n]: made[n] for n in weight_inputs})
+        fwd_info = ops.call_with_info(fwd, inputs_dict=inputs_dict)
+        loss_value = fwd_info.outputs[0]
+        scale = loss_scaling(made)
+        seed = ipuxl.constant(np.ones(loss_value.shape, loss_value.dtype.as_numpy()))
+        seed = seed * scale if not isinstance(scale, float) or scale != 1.0 else seed
+        bwd_info = ops.call_with_info(grad_info.graph, seed,
+                                      inputs_dict=grad_info.inputs_dict(fwd_info))
+        by_tensor = grad_info.fwd_parent_ins_to_grad_parent_outs(fwd_info, bwd_info)
+        grads = {}
+        for name in program.weights:
+            grad = by_tensor[made[name]]
+            grads[name] = grad * (1.0 / scale) if not isinstance(scale, float) or scale != 1.0 \
+                else grad
+        for index, anchor in enumerate(forward_anchors):
+            _store_anchor(program, anchor, fwd_info.outputs[1 + index])
+        for anchor in gradient_anchors:
+            _store_anchor(program, anchor, grads[anchor[len(reservedGradientPrefix()):]])
+        if update:
+            apply_updates(made, grads)
+        else:
+            for name in program.weights:
+                accum = made["Accum___" + name]
+                ops.var_updates.copy_var_update_(accum, accum + grads[name])
+
+    if plan.accumulation == 1:
+        bindings: dict[Any, Any] = {}
+
+        def step() -> None:
+            micro(graph_inputs(bindings), update=True)
+
+        step.__qualname__ = "training_step"
+        ops.repeat(ir.create_graph(step), plan.batches_per_step, inputs_dict=bindings)
+        return
+
+    outer_bindings: dict[Any, Any] = {}
+
+    def outer() -> None:
+        with ipuxl.in_sequence():  # the accumulators are read after the loop writes them
+            outer_body()
+
+    def outer_body() -> None:
+        made = graph_inputs(outer_bindings)
+        inner_bindings: dict[Any, Any] = {}
+
+        def inner() -> None:
+            inner_made = graph_inputs(inner_bindings, accumulating=True)
+            micro(inner_made, update=False)
+
+        inner.__qualname__ = "micro_batch"
+        inner_graph = ir.create_graph(inner)
+        ops.repeat(inner_graph, plan.accumulation,
+                   inputs_dict={g: made[v.name] for g, v in inner_bindings.items()})
+        grads = {name: made["Accum___" + name] + 0.0 for name in program.weights}
+        apply_updates(made, grads)
+        for name in program.weights:
+            accum = made["Accum___" + name]
+            ops.var_updates.copy_var_update_(accum, accum * 0.0)
+
+    outer.__qualname__ = "training_step"
+    ops.repeat(ir.create_graph(outer), plan.batches_per_step, inputs_dict=outer_bindings)
+
+
+def _reduction_is_mean(options: Any) -> bool:
+    if options is None:
+        return False
+    value = getattr(options, "accumulationAndReplicationReductionType", None)
+    return getattr(value, "name", str(value)).endswith("Mean")
+
+
+def _seed_era_losses(env: dict[str, Any], losses: Sequence[Loss]) -> Any:
+    """The sum of the seed-era loss objects, made with ipuxl ops."""
+    from ipuxl import ops
+
+    total = None
+    for loss in losses:
+        tensors = [_lookup(env, i) for i in loss.input_ids()]
+        if isinstance(loss, NllLoss):
+            probs, label = tensors
+            value = ops.nll_loss(probs, label, ignore_index=loss.ignore_index,
+                                 reduction=_reduction(loss.reduction))
+        elif isinstance(loss, L1Loss):
+            value = _reduce(ops.abs(tensors[0]) * float(loss.lambda_), loss.reduction)
+        elif isinstance(loss, IdentityLoss):
+            value = _reduce(tensors[0], loss.reduction)
+        else:
+            raise TypeError(f"Unknown loss {loss!r}: use popart.NllLoss, L1Loss or IdentityLoss.")
+        env[loss.output()] = value
+        total = value if total is None else total + value
+    return total
+
+
+def _reduction(reduction: ReductionType) -> str:
+    return {ReductionType.Sum: "sum", ReductionType.Mean: "mean",
+            ReductionType.NoReduction: "none"}[reduction]
+
+
+def _reduce(tensor: Any, reduction: ReductionType) -> Any:
+    from ipuxl import ops
+
+    if reduction is ReductionType.Sum:
+        return ops.sum(tensor)
+    if reduction is ReductionType.Mean:
+        return ops.mean(tensor)
+    return tensor
+
+
+# -------------------------------------------------------------------------------- shared
+def _lookup(env: Mapping[str, Any], tensor_id: str) -> Any:
+    if tensor_id not in env:
+        raise popart_exception(
+            f"Anchor tensor {tensor_id!r} is not in the model: anchors must name a tensor "
+            "of the ONNX graph (an output of a node, a graph input or an initializer) or "
+            f"{reservedGradientPrefix()}<weight> in training.")
+    return env[tensor_id]
+
+
+def _store_anchor(program: Program, anchor: str, tensor: Any) -> None:
+    import ipuxl
+    from ipuxl import ops
+
+    stream = program.anchors.get(anchor)
+    if stream is None:
+        with program.ir.main_graph:
+            stream = ipuxl.d2h_stream(tensor.shape, tensor.dtype, name=f"anchor:{anchor}")
+        program.anchors[anchor] = stream
+        program.infos.setdefault(anchor, (tuple(tensor.shape), tensor.dtype))
+    ops.host_store(stream, tensor)
+
+
+def _record_infos(program: Program, env: Mapping[str, Any]) -> None:
+    from ipuxl.tensor import Tensor
+
+    for name, value in env.items():
+        if isinstance(value, Tensor):
+            program.infos.setdefault(name, (tuple(value.shape), value.dtype))
+        elif isinstance(value, np.ndarray):
+            program.infos.setdefault(name, (value.shape, dtype_of(value.dtype)))

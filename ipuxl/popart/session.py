@@ -1,0 +1,414 @@
+"""``popart.InferenceSession`` and ``popart.TrainingSession`` on ipuxl.
+
+A session imports the ONNX model into one ipuxl Ir (:mod:`ipuxl.popart.program`) and
+runs it in a ``popxl.Session`` on the device given (``createCpuDevice()`` or
+``createIpuModelDevice({...})``, whose IPU model reports memory and raises
+``popart.OutOfMemoryException`` for a model that does not fit). The PopART workflow::
+
+    session = popart.InferenceSession(fnModel=proto, dataFlow=popart.DataFlow(
+        1, {o: popart.AnchorReturnType("ALL")}), deviceInfo=device)
+    session.prepareDevice()            # compiles (one XLA executable)
+    session.weightsFromHost()
+    anchors = session.initAnchorArrays()
+    session.run(popart.PyStepIO({a: data_a, b: data_b}, anchors))
+
+The host keeps its own copy of the weights, as PopART does: ``weightsToHost()`` copies
+the device's weights into it, ``readWeights``/``writeWeights`` read and write it,
+``weightsFromHost()`` copies it to the device, and ``modelToHost(path)`` saves the model
+with the device's weights.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ipuxl.popart.dataflow import AnchorReturnTypeId, DataFlow
+from ipuxl.popart.errors import popart_exception
+from ipuxl.popart.program import Program, build_program
+from ipuxl.popart.stepio import PyStepIO, PyStepIOCallback, PyWeightsIO
+
+__all__ = ["InferenceSession", "TrainingSession"]
+
+
+class _Session:
+    """What inference and training sessions share."""
+
+    def __init__(self, fnModel: Any, dataFlow: DataFlow, deviceInfo: Any,  # noqa: N803
+                 inputShapeInfo: Any = None, patterns: Any = None,  # noqa: N803
+                 userOptions: Any = None, name: str = "session", *,  # noqa: N803
+                 loss: str | None = None, losses: Any = None, optimizer: Any = None):
+        if not isinstance(dataFlow, DataFlow):
+            raise TypeError(f"dataFlow must be a popart.DataFlow, got "
+                            f"{type(dataFlow).__name__}.")
+        if deviceInfo is None:
+            raise popart_exception(
+                "No deviceInfo: pass popart.DeviceManager().createCpuDevice() or "
+                "createIpuModelDevice({...}).")
+        self.dataFlow = dataFlow  # noqa: N815 - PopART's attribute
+        self.deviceInfo = deviceInfo  # noqa: N815
+        self.options = userOptions
+        self.patterns = patterns
+        self.name = name
+        self._optimizer = optimizer
+        self._program: Program = build_program(
+            fnModel, dataFlow, input_shape_info=inputShapeInfo, options=userOptions,
+            loss=loss, losses=losses, optimizer=optimizer)
+        self.replicationFactor = self._program.plan.replicas  # noqa: N815
+        self.accumulationFactor = self._program.plan.accumulation  # noqa: N815
+        self._host_weights = {name: np.array(v._data) for name, v in
+                              self._program.weights.items()}
+        self._session: Any = None
+        self._lock = threading.RLock()
+        self._seed: int | None = None
+
+    # ---------------------------------------------------------------- the device
+    def prepareDevice(self, loadEngine: bool = True, err: Any = None) -> None:  # noqa: N802, N803
+        """Compile the program (the IPU model checks that it fits) and attach."""
+        from ipuxl.session import Session
+
+        with self._lock:
+            if self._session is not None:
+                return
+            device = self.deviceInfo
+            if self._program.plan.replicas > 1 and str(device) == "cpu":
+                raise popart_exception(
+                    f"Replication ({self._program.plan.replicas} replicas) needs several "
+                    "devices; a CPU device is one. Use DeviceManager().createIpuModelDevice("
+                    f"{{'numIPUs': {self._program.plan.replicas}}}).")
+            self._session = Session(self._program.ir, device)
+            self._session.__enter__()
+
+    def loadEngineAndConnectStreams(self) -> None:  # noqa: N802
+        self._require_device("loadEngineAndConnectStreams")
+
+    def getIr(self) -> Any:  # noqa: N802
+        """The ipuxl Ir the session runs (prints with ``print``)."""
+        return self._program.ir
+
+    def _require_device(self, what: str) -> Any:
+        if self._session is None:
+            raise popart_exception(
+                f"{what}: the device is not prepared. Call session.prepareDevice() first.")
+        return self._session
+
+    # ---------------------------------------------------------------- anchors
+    def _anchor_shape(self, anchor: str) -> tuple[int, ...]:
+        shape, _ = self._program.infos[anchor]
+        plan, art = self._program.plan, self.dataFlow.art(anchor)
+        lead = []
+        if art.id() is AnchorReturnTypeId.All:
+            lead = [plan.batches_per_step, plan.accumulation, plan.replicas]
+        elif art.id() is AnchorReturnTypeId.EveryN:
+            lead = [plan.batches_per_step // art.rp(), plan.accumulation, plan.replicas]
+        else:
+            lead = [plan.replicas]
+        return tuple(d for d in lead if d > 1) + tuple(shape)
+
+    def initAnchorArrays(self) -> dict[str, np.ndarray]:  # noqa: N802
+        """A zero array of each anchor's returned shape (PopART's rule, see DataFlow)."""
+        return {anchor: np.zeros(self._anchor_shape(anchor),
+                                 self._program.infos[anchor][1].as_numpy())
+                for anchor in self.dataFlow.anchors()}
+
+    def getInfo(self, tensor_id: str) -> Any:  # noqa: N802
+        """``TensorInfo`` (dtype and shape of one micro-batch) of a tensor of the model."""
+        from ipuxl.popart.tensor_info import TensorInfo
+
+        if tensor_id not in self._program.infos:
+            raise popart_exception(f"getInfo: no tensor {tensor_id!r} in the model.")
+        shape, dtype = self._program.infos[tensor_id]
+        return TensorInfo(_popart_dtype(dtype), list(shape))
+
+    # ---------------------------------------------------------------- running
+    def run(self, stepio: Any, debugName: str = "") -> None:  # noqa: N803
+        """One step: ``batchesPerStep`` batches, inputs from and anchors into ``stepio``."""
+        with self._lock:
+            session = self._require_device("run")
+            if isinstance(stepio, PyStepIOCallback):
+                feed = {self._program.inputs[n]: self._gather_callback(stepio, n)
+                        for n in self._program.inputs}
+            elif isinstance(stepio, PyStepIO):
+                feed = {stream: self._input_array(stepio, name)
+                        for name, stream in self._program.inputs.items()}
+            else:
+                raise TypeError("run takes a popart.PyStepIO or popart.PyStepIOCallback, got "
+                                f"{type(stepio).__name__}.")
+            if self._seed is not None:
+                self._seed += 1
+            outputs = session.run(feed)
+            for anchor, stream in self._program.anchors.items():
+                value = self._anchor_value(anchor, np.asarray(outputs[stream]))
+                if isinstance(stepio, PyStepIOCallback):
+                    self._scatter_callback(stepio, anchor, value)
+                else:
+                    self._write_anchor(stepio, anchor, value)
+
+    def _micro_layout(self, name: str) -> tuple[int, ...]:
+        plan = self._program.plan
+        shape, _ = self._program.infos[name]
+        return (plan.micro_batches, plan.replicas, *shape)
+
+    def _session_layout(self, array: np.ndarray, name: str) -> np.ndarray:
+        nht, replicas, *shape = self._micro_layout(name)
+        lead = [d for d in (nht, replicas) if d > 1]
+        return array.reshape(*lead, *shape)
+
+    def _input_array(self, stepio: PyStepIO, name: str) -> np.ndarray:
+        if name not in stepio.inputs:
+            raise popart_exception(
+                f"No input data for tensor {name!r} in the PyStepIO: give every model input "
+                f"({sorted(self._program.inputs)}).")
+        _, dtype = self._program.infos[name]
+        array = np.asarray(stepio.inputs[name])
+        layout = self._micro_layout(name)
+        expected = int(np.prod(layout))
+        if array.size != expected:
+            plan = self._program.plan
+            raise popart_exception(
+                f"Unexpected number of input elements for Tensor {name}. Expected {expected}, "
+                f"but received {array.size}. The input of a step is [batchesPerStep="
+                f"{plan.batches_per_step}, accumulationFactor={plan.accumulation}, "
+                f"replicationFactor={plan.replicas}, *{list(layout[2:])}] with the "
+                "dimensions of size 1 left out.")
+        target = dtype.as_numpy()
+        if array.dtype != target:
+            converted = array.astype(target)
+            if not np.array_equal(converted.astype(array.dtype), array, equal_nan=True):
+                raise popart_exception(
+                    f"Input {name!r} is {array.dtype} but the model's tensor is {target}, and "
+                    "its values do not fit: convert the data first.")
+            array = converted
+        return self._session_layout(np.ascontiguousarray(array), name)
+
+    def _gather_callback(self, stepio: PyStepIOCallback, name: str) -> np.ndarray:
+        nht, replicas, *shape = self._micro_layout(name)
+        _, dtype = self._program.infos[name]
+        slots = []
+        for _ in range(nht * replicas):
+            data = np.asarray(stepio.input_callback(name, False), dtype.as_numpy())
+            if data.size != int(np.prod(shape)):
+                raise popart_exception(f"input_callback for {name!r} returned "
+                                       f"{list(data.shape)}, expected {shape}.")
+            slots.append(data.reshape(shape))
+            stepio.input_complete_callback(name)
+        return self._session_layout(np.stack(slots), name)
+
+    def _anchor_value(self, anchor: str, data: np.ndarray) -> np.ndarray:
+        plan = self._program.plan
+        shape, _ = self._program.infos[anchor]
+        data = data.reshape(plan.batches_per_step, plan.accumulation, plan.replicas, *shape)
+        art = self.dataFlow.art(anchor)
+        if art.id() is AnchorReturnTypeId.EveryN:
+            data = data[art.rp() - 1::art.rp()]
+        elif art.id() is AnchorReturnTypeId.Final:
+            data = data[-1, -1]
+        elif art.id() is AnchorReturnTypeId.Sum:
+            data = data.sum(axis=(0, 1), dtype=data.dtype)
+        return data.reshape(self._anchor_shape(anchor))
+
+    def _write_anchor(self, stepio: PyStepIO, anchor: str, value: np.ndarray) -> None:
+        if anchor not in stepio.outputs:
+            raise popart_exception(
+                f"No output array for anchor {anchor!r} in the PyStepIO: use "
+                "session.initAnchorArrays() to make them.")
+        target = stepio.outputs[anchor]
+        if not isinstance(target, np.ndarray) or target.size != value.size:
+            raise popart_exception(
+                f"The array for anchor {anchor!r} has shape {np.shape(target)}; the anchor "
+                f"returns {list(value.shape)}. Use session.initAnchorArrays().")
+        target.reshape(-1)[...] = value.reshape(-1)
+
+    def _scatter_callback(self, stepio: PyStepIOCallback, anchor: str,
+                          value: np.ndarray) -> None:
+        art = self.dataFlow.art(anchor)
+        shape = self._program.infos[anchor][0]
+        pieces = [value] if art.id() in (AnchorReturnTypeId.Final, AnchorReturnTypeId.Sum) \
+            else list(value.reshape(-1, *shape))
+        for piece in pieces:
+            target = stepio.output_callback(anchor)
+            np.asarray(target).reshape(-1)[...] = np.asarray(piece).reshape(-1)
+            stepio.output_complete_callback(anchor)
+
+    # ---------------------------------------------------------------- weights
+    def weightsFromHost(self) -> None:  # noqa: N802
+        """Copy the host's weights to the device."""
+        with self._lock:
+            session = self._require_device("weightsFromHost")
+            session.write_variables_data(
+                {self._program.weights[n]: a for n, a in self._host_weights.items()})
+
+    def weightsToHost(self) -> None:  # noqa: N802
+        """Copy the device's weights into the host's copy."""
+        with self._lock:
+            session = self._require_device("weightsToHost")
+            data = session.get_tensors_data(list(self._program.weights.values()))
+            for name, variable in self._program.weights.items():
+                self._host_weights[name] = np.array(data[variable])
+
+    def readWeights(self, weightsIo: PyWeightsIO) -> None:  # noqa: N802, N803
+        """Copy the host's weights (and optimizer state) into ``weightsIo``'s arrays."""
+        with self._lock:
+            for name, target in weightsIo.weights.items():
+                value = self._host_value(name)
+                np.asarray(target).reshape(-1)[...] = np.asarray(value).reshape(-1)
+
+    def _host_value(self, name: str) -> np.ndarray:
+        if name in self._host_weights:
+            return self._host_weights[name]
+        if name in self._program.state and self._session is not None:
+            return self._session.get_tensor_data(self._program.state[name])
+        raise popart_exception(
+            f"readWeights: {name!r} is not a weight of the model (weights: "
+            f"{sorted(self._host_weights)}).")
+
+    def writeWeights(self, weightsIo: PyWeightsIO) -> None:  # noqa: N802, N803
+        """Set the host's weights from ``weightsIo`` (``weightsFromHost`` uploads them)."""
+        with self._lock:
+            for name, value in weightsIo.weights.items():
+                if name not in self._host_weights:
+                    raise popart_exception(
+                        f"writeWeights: {name!r} is not a weight of the model (weights: "
+                        f"{sorted(self._host_weights)}).")
+                current = self._host_weights[name]
+                array = np.asarray(value, current.dtype)
+                if array.size != current.size:
+                    raise popart_exception(
+                        f"writeWeights: {name!r} has {current.size} elements "
+                        f"{list(current.shape)}, got {array.size}.")
+                self._host_weights[name] = array.reshape(current.shape).copy()
+
+    def modelToHost(self, fn: str) -> None:  # noqa: N802
+        """Save the model with the device's current weights to ``fn``."""
+        import onnx
+        from onnx import numpy_helper
+
+        with self._lock:
+            if self._session is not None:
+                self.weightsToHost()
+            model = onnx.ModelProto()
+            model.CopyFrom(self._program.model)
+            for initializer in model.graph.initializer:
+                if initializer.name in self._host_weights:
+                    initializer.CopyFrom(numpy_helper.from_array(
+                        self._host_weights[initializer.name], initializer.name))
+            onnx.save(model, fn)
+
+    def resetHostWeights(self, modelProtoOrFilename: Any,  # noqa: N802, N803
+                         ignoreWeightsInModelWithoutCorrespondingHostWeight: bool = False  # noqa: N803
+                         ) -> None:
+        """Replace the host's weights with the initializers of another model."""
+        from ipuxl.onnx.importer import load_model
+        from ipuxl.onnx.model_ir import initializer_arrays
+
+        arrays = initializer_arrays(load_model(modelProtoOrFilename).graph)
+        with self._lock:
+            for name, array in arrays.items():
+                if name not in self._host_weights:
+                    if ignoreWeightsInModelWithoutCorrespondingHostWeight:
+                        continue
+                    raise popart_exception(
+                        f"resetHostWeights: the model's initializer {name!r} is not a weight "
+                        "of this session (pass ignoreWeightsInModelWithoutCorresponding"
+                        "HostWeight=True to skip it).")
+                self.writeWeights(PyWeightsIO({name: array}))
+
+    def setRandomSeed(self, seedValue: int) -> None:  # noqa: N802, N803
+        """Seed the session's random operators (recorded; the imported random operators
+        take their seeds from the model's attributes)."""
+        self._seed = int(seedValue)
+
+    # ---------------------------------------------------------------- reports
+    def getSummaryReport(self, resetProfile: bool = True) -> str:  # noqa: N802, N803
+        """The IPU model's summary on an IPU model device; else a note."""
+        session = self._require_device("getSummaryReport")
+        report = getattr(session, "report", None)
+        return report.summary() if report is not None else "Execution profiling not enabled"
+
+    def getExecutionReport(self, useCbor: bool = False, resetProfile: bool = True) -> str:  # noqa: N802, N803
+        return '{"profilerMode":"NONE"}'
+
+    def getGraphReport(self, useCbor: bool = False) -> str:  # noqa: N802, N803
+        session = self._require_device("getGraphReport")
+        report = getattr(session, "report", None)
+        return report.to_json() if report is not None else "{}"
+
+    def detach(self) -> None:
+        with self._lock:
+            if self._session is not None:
+                self._session.__exit__(None, None, None)
+                self._session = None
+
+    def __del__(self) -> None:
+        try:
+            self.detach()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
+
+class InferenceSession(_Session):
+    """``InferenceSession(fnModel, dataFlow, deviceInfo, inputShapeInfo=None,
+    patterns=None, userOptions=None, name="inference")``."""
+
+    def __init__(self, fnModel: Any, dataFlow: DataFlow, deviceInfo: Any,  # noqa: N803
+                 inputShapeInfo: Any = None, patterns: Any = None,  # noqa: N803
+                 userOptions: Any = None, name: str = "inference"):  # noqa: N803
+        super().__init__(fnModel, dataFlow, deviceInfo, inputShapeInfo, patterns, userOptions,
+                         name)
+
+    @classmethod
+    def fromIr(cls, *args: Any, **kwargs: Any) -> Any:  # noqa: N802
+        raise popart_exception("InferenceSession.fromIr: use popxl.Session(ir, device) for "
+                               "an ipuxl Ir.")
+
+
+class TrainingSession(_Session):
+    """``TrainingSession(fnModel, dataFlow, loss, optimizer, deviceInfo,
+    inputShapeInfo=None, patterns=None, userOptions=None, name="training")``; the seed's
+    form ``losses=[popart.NllLoss(...)]`` works too."""
+
+    def __init__(self, fnModel: Any, dataFlow: DataFlow = None, loss: Any = None,  # noqa: N803
+                 optimizer: Any = None, deviceInfo: Any = None,  # noqa: N803
+                 inputShapeInfo: Any = None, patterns: Any = None,  # noqa: N803
+                 userOptions: Any = None, name: str = "training", *,  # noqa: N803
+                 losses: Any = None):
+        if isinstance(loss, (list, tuple)):
+            loss, losses = None, loss
+        if optimizer is None:
+            raise popart_exception("A TrainingSession needs an optimizer: popart.SGD(...), "
+                                   "ConstSGD, Adam or Adaptive.")
+        super().__init__(fnModel, dataFlow, deviceInfo, inputShapeInfo, patterns, userOptions,
+                         name, loss=loss, losses=losses, optimizer=optimizer)
+
+    def updateOptimizerFromHost(self, optimizer: Any) -> None:  # noqa: N802
+        """Write a new optimizer's non-constant values to the device (no recompile)."""
+        with self._lock:
+            self._optimizer.compatible_with(optimizer)
+            values = {}
+            for name, variable in self._program.hyper.items():
+                key, _, weight = name.partition("___")
+                weight = "" if weight == "default___" else weight
+                if key == "lossScaling":
+                    values[variable] = np.float32(optimizer.lossScaling.val)
+                else:
+                    values[variable] = np.float32(optimizer.hyper(weight, key)[1].val)
+            self._optimizer = optimizer
+            if values:
+                self._require_device("updateOptimizerFromHost").write_variables_data(values)
+
+    def optimizerFromHost(self) -> None:  # noqa: N802
+        """PopART's second half of an optimizer update: done by updateOptimizerFromHost."""
+
+
+def _popart_dtype(dtype: Any) -> str:
+    return {"float32": "FLOAT", "float16": "FLOAT16", "float64": "DOUBLE", "int32": "INT32",
+            "int64": "INT64", "int16": "INT16", "int8": "INT8", "uint8": "UINT8",
+            "uint16": "UINT16", "uint32": "UINT32", "uint64": "UINT64", "bool": "BOOL",
+            "bfloat16": "BFLOAT16"}.get(dtype.name, dtype.name.upper())
+
+
+def _ids(mapping: Mapping[str, Any]) -> list[str]:
+    return sorted(mapping)
