@@ -232,6 +232,7 @@ class Adam(Optimizer):
         return [("Accl1___", "zeros"), ("Accl2___", "zeros"), ("Step___", "step")]
 
     def update(self, w: Any, g: Any, state: dict[str, Any], hyper: dict[str, Any]) -> None:
+        import ipuxl
         from ipuxl import ops
         from ipuxl.ops import var_updates
 
@@ -262,7 +263,9 @@ class Adam(Optimizer):
             norm = ops.sqrt(ops.sum(w * w))
             r1 = norm - ops.relu(norm - hyper["maxWeightNorm"])  # min(norm, maxWeightNorm)
             r2 = ops.sqrt(ops.sum(u * u))
-            ratio = ops.where(ops.logical_and(r1 > 0.0, r2 > 0.0), r1 / r2, 1.0 + 0.0 * r1)
+            zero = ipuxl.constant(np.zeros((), r1.dtype.as_numpy()))
+            both = ops.logical_and(ops.greater(r1, zero), ops.greater(r2, zero))
+            ratio = ops.where(both, r1 / r2, zero + 1.0)
             lr = lr * ratio
         var_updates.copy_var_update_(w, w - lr * u)
 

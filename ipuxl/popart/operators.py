@@ -1,0 +1,52 @@
+"""What the ONNX importer supports, in PopART's terms: ``getSupportedOperations`` and the
+default opsets of ``popart.Builder``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["getSupportedOperations", "getSupportedOperationsDefinition",
+           "defaultAiOnnxOpset", "defaultAiOnnxMlOpset", "defaultAiGraphcoreOpset",
+           "OperatorIdentifier"]
+
+# PopART's defaults for a Builder made without explicit opsets.
+defaultAiOnnxOpset = 11  # noqa: N816 - PopART's names
+defaultAiOnnxMlOpset = 1  # noqa: N816
+defaultAiGraphcoreOpset = 1  # noqa: N816
+
+
+class OperatorIdentifier:
+    """``domain``, ``type`` and ``version`` of one supported operator version."""
+
+    def __init__(self, domain: str, op_type: str, version: int):
+        self.domain, self.type, self.version = domain, op_type, version
+
+    def __repr__(self) -> str:
+        return f"{self.domain}.{self.type}:{self.version}"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, OperatorIdentifier) and (
+            self.domain, self.type, self.version) == (other.domain, other.type, other.version)
+
+    def __hash__(self) -> int:
+        return hash((self.domain, self.type, self.version))
+
+
+def getSupportedOperations(includeInternal: bool = False) -> list[OperatorIdentifier]:  # noqa: N802, N803
+    """Every operator version the importer has a rule for (``includeInternal`` is
+    PopART's switch for its internal ops; ipuxl has none)."""
+    from ipuxl.onnx.registry import rules
+
+    return [OperatorIdentifier(domain, op_type, rule.since)
+            for (domain, op_type), versions in sorted(rules().items())
+            for rule in versions]
+
+
+def getSupportedOperationsDefinition(includeInternal: bool = False  # noqa: N802, N803
+                                     ) -> dict[OperatorIdentifier, Any]:
+    """``{operator: its attributes}`` for every supported operator version."""
+    from ipuxl.onnx.registry import rules
+
+    return {OperatorIdentifier(domain, op_type, rule.since): sorted(rule.attributes)
+            for (domain, op_type), versions in sorted(rules().items())
+            for rule in versions}
