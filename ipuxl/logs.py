@@ -19,6 +19,9 @@ Controls:
 
 * ``POPART_LOG_LEVEL`` sets the ``"popart"`` logger's level, ``POPXL_LOG_LEVEL`` the
   ``"popxl"`` logger's, when ipuxl is imported (an unknown name raises ``ValueError``).
+* ``POPART_LOG_DEST`` sends those lines to ``stdout``, ``stderr`` (the default) or a
+  file; ``POPART_LOG_CONFIG`` names a JSON file of ``{"module": "LEVEL"}`` pairs
+  (``{"session": "DEBUG"}`` sets ``popart.session``), applied after ``POPART_LOG_LEVEL``.
 * ``popart.getLogger().setLevel("DEBUG")`` (PopART's API, level names as strings) sets
   the ``"popart"`` logger's level; ``getLogger("session")`` the ``"popart.session"``
   logger's.
@@ -37,10 +40,12 @@ Example:
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
 from collections.abc import Mapping
+from typing import Any
 
 __all__ = ["TRACE", "LEVELS", "POPART", "POPXL", "PopartLogger", "getLogger", "parse_level",
            "configure_from_env"]
@@ -108,11 +113,27 @@ class _StderrHandler(logging.StreamHandler):
 
     @property
     def stream(self):  # type: ignore[override]
+        if _DESTINATION["name"] == "stdout":
+            return sys.stdout
+        if _DESTINATION["file"] is not None:
+            return _DESTINATION["file"]
         return sys.stderr
 
     @stream.setter
     def stream(self, value: object) -> None:  # StreamHandler.__init__ assigns it
         pass
+
+
+# POPART_LOG_DEST: "stderr", "stdout" or a file name (opened for appending on first use).
+_DESTINATION: dict[str, Any] = {"name": "stderr", "file": None}
+
+
+def _set_destination(name: str) -> None:
+    if _DESTINATION["file"] is not None:
+        _DESTINATION["file"].close()
+    _DESTINATION.update(name=name, file=None)
+    if name not in ("stderr", "stdout", ""):
+        _DESTINATION["file"] = open(name, "a", buffering=1)  # noqa: SIM115 - kept open
 
 
 def _ensure_handler(logger: logging.Logger) -> None:
@@ -190,10 +211,24 @@ def configure_from_env(environ: Mapping[str, str] | None = None) -> None:
         ValueError: a variable names an unknown level.
     """
     environ = os.environ if environ is None else environ
+    destination = environ.get("POPART_LOG_DEST", "").strip()
+    if destination:
+        _set_destination(destination)
     for variable, logger_name in _ENV.items():
         value = environ.get(variable, "").strip()
         if value:
             _set_level(logging.getLogger(logger_name), parse_level(value, variable))
+    config = environ.get("POPART_LOG_CONFIG", "").strip()
+    if config:
+        try:
+            with open(config) as file:
+                levels = json.load(file)
+        except (OSError, ValueError) as error:
+            raise ValueError(f"POPART_LOG_CONFIG={config!r}: cannot read a JSON object of "
+                             f"module: level pairs ({error}).") from None
+        for module, level in dict(levels).items():
+            name = POPART if module in ("all", "popart") else f"{POPART}.{module}"
+            _set_level(logging.getLogger(name), parse_level(level, "POPART_LOG_CONFIG"))
 
 
 configure_from_env()

@@ -360,3 +360,22 @@ def test_errors_name_the_rule_and_the_fix():
         popart.InferenceSession(linear_model(), flow, cpu(), userOptions=options)
     with pytest.raises(popart.popart_exception, match="No ONNX model at"):
         popart.InferenceSession("/no/such/model.onnx", flow, cpu())
+
+
+def test_seed_environment_variables_write_the_ir_and_the_tile_map(tmp_path, monkeypatch):
+    import json
+
+    monkeypatch.setenv("POPART_IR_DUMP", str(tmp_path / "ir.txt"))
+    monkeypatch.setenv("POPART_TENSOR_TILE_MAP", str(tmp_path / "ttm.js"))
+    flow = popart.DataFlow(1, {"y": popart.AnchorReturnType("ALL")})
+    device = popart.DeviceManager().createIpuModelDevice({"tilesPerIPU": 16})
+    session = popart.InferenceSession(linear_model(), flow, device)
+    session.prepareDevice()
+    assert "onnx.MatMul-13" in (tmp_path / "ir.txt").read_text()
+    tile_map = json.loads((tmp_path / "ttm.js").read_text())
+    assert tile_map["w"] and all(len(interval) == 3 for interval in tile_map["w"])
+    assert "Memory" in session.getSummaryReport() or "memory" in session.getSummaryReport()
+    assert session.getExecutionReport() == '{"profilerMode":"NONE"}'
+    cpu_session = popart.InferenceSession(linear_model(), flow, cpu())
+    cpu_session.prepareDevice()
+    assert cpu_session.getSummaryReport() == "Execution profiling not enabled"

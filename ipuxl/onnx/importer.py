@@ -179,7 +179,8 @@ def check_model(model: Any) -> None:
                              f"operator {domain}.{node.op_type} (opset {opsets.get(domain)}) "
                              "is not supported"))
             continue
-        unknown = sorted(a.name for a in node.attribute if a.name not in rule.attributes)
+        unknown = sorted(a.name for a in node.attribute
+                         if a.name not in rule.attributes and not a.name.startswith("__"))
         if unknown:
             problems.append((label, node.op_type, f"attribute(s) {', '.join(unknown)} "
                              "not supported"))
@@ -266,11 +267,15 @@ class Importer:
                     "node, graph input or initializer produces (the graph is not in "
                     "topological order, or the name is misspelt)."
                 )
-        attrs = {a.name: attribute_value(a) for a in node.attribute}
-        if rule.convert is not None:
-            outputs = list(rule.convert(NodeContext(self, node, inputs, attrs, env)))
-        else:
-            outputs = self._apply(rule, node, inputs, attrs)
+        attrs = {a.name: attribute_value(a) for a in node.attribute
+                 if not a.name.startswith("__")}
+        annotations = {a.name: attribute_value(a) for a in node.attribute
+                       if a.name.startswith("__")}
+        with _placement(annotations):
+            if rule.convert is not None:
+                outputs = list(rule.convert(NodeContext(self, node, inputs, attrs, env)))
+            else:
+                outputs = self._apply(rule, node, inputs, attrs, _hints(annotations))
         if len(outputs) < len([o for o in node.output if o]):
             raise OnnxImportError(
                 f"Node {_label(node)} ({node.op_type}) names {len(node.output)} outputs; "
@@ -317,7 +322,7 @@ class Importer:
 
     # -------------------------------------------------------------------- one node
     def _apply(self, rule: Rule, node: Any, inputs: list[Value | None],
-               attrs: dict[str, Any]) -> list[Value]:
+               attrs: dict[str, Any], hints: dict[str, Any] | None = None) -> list[Value]:
         if rule.takes_num_outputs:
             attrs["num_outputs"] = len(node.output)
         slots, statics, dynamic = [], [], []
@@ -333,7 +338,7 @@ class Importer:
         if all(not isinstance(v, Tensor) for _, v in dynamic):
             # Every input is known: evaluate the node now.
             return self._fold(rule, node, slots, statics, dynamic, attrs)
-        tensors = {f"input{index}": self.tensor(node.input[index], value)
+        tensors = {f"input{index}": _on_current_ipu(self.tensor(node.input[index], value))
                    for index, value in dynamic}
         names = [name or None for name in node.output]
         layout = "".join(slots)
@@ -342,7 +347,7 @@ class Importer:
         if statics:
             attrs["static"] = tuple(statics)
         try:
-            outputs = rule.opdef.apply(tensors, names=names, **attrs)
+            outputs = rule.opdef.apply(tensors, names=names, hints=hints, **attrs)
         except OnnxImportError:
             raise
         except Exception as error:
@@ -367,6 +372,49 @@ class Importer:
                 f"Node {_label(node)} ({node.op_type}, {rule.name}) failed on its known "
                 f"inputs: {type(error).__name__}: {error}"
             ) from error
+
+
+# PopART's IPU annotations (``popart.Builder`` writes them as node attributes).
+_PARTIALS = {"HALF": "float16", "FLOAT": "float32", "half": "float16", "float": "float32"}
+
+
+def _placement(annotations: dict[str, Any]) -> Any:
+    """``with ipu(n)`` for a node annotated ``__ipu_number`` (``builder.virtualGraph``)."""
+    import contextlib
+
+    from ipuxl.context import ipu
+
+    number = annotations.get("__ipu_number")
+    return ipu(int(number)) if number is not None else contextlib.nullcontext()
+
+
+def _hints(annotations: dict[str, Any]) -> dict[str, Any]:
+    """The IPU model's planning hints from ``setAvailableMemoryProportion`` and
+    ``setPartialsType``."""
+    from ipuxl import dtypes
+
+    hints: dict[str, Any] = {}
+    if "__available_memory_proportion" in annotations:
+        hints["available_memory_proportion"] = float(
+            annotations["__available_memory_proportion"])
+    partials = annotations.get("__partials_type")
+    if partials in _PARTIALS:
+        hints["partials_type"] = getattr(dtypes, _PARTIALS[partials])
+    return hints
+
+
+def _on_current_ipu(tensor: Tensor) -> Tensor:
+    """``tensor``, copied to the current IPU if it lives on another (PopART inserts these
+    IpuCopy ops for a model split with ``virtualGraph``)."""
+    from ipuxl import ops
+    from ipuxl.errors import UndefinedValue
+
+    current = get_current_context().ipu_id
+    try:
+        home = tensor.ipu
+    except UndefinedValue:  # a graph input no op uses yet: it takes this op's IPU
+        return tensor
+    return tensor if home == current else ops.ipu_copy(tensor, current, source=home)
 
 
 def _label(node: Any) -> str:

@@ -20,6 +20,8 @@ with the device's weights.
 
 from __future__ import annotations
 
+import json
+import os
 import threading
 from collections.abc import Mapping
 from typing import Any
@@ -79,8 +81,10 @@ class _Session:
                     f"Replication ({self._program.plan.replicas} replicas) needs several "
                     "devices; a CPU device is one. Use DeviceManager().createIpuModelDevice("
                     f"{{'numIPUs': {self._program.plan.replicas}}}).")
+            _dump_ir(self._program.ir)
             self._session = Session(self._program.ir, device)
             self._session.__enter__()
+            _write_tile_map(self._session)
 
     def loadEngineAndConnectStreams(self) -> None:  # noqa: N802
         self._require_device("loadEngineAndConnectStreams")
@@ -324,17 +328,15 @@ class _Session:
     # ---------------------------------------------------------------- reports
     def getSummaryReport(self, resetProfile: bool = True) -> str:  # noqa: N802, N803
         """The IPU model's summary on an IPU model device; else a note."""
-        session = self._require_device("getSummaryReport")
-        report = getattr(session, "report", None)
+        report = _report_of(self._require_device("getSummaryReport"))
         return report.summary() if report is not None else "Execution profiling not enabled"
 
     def getExecutionReport(self, useCbor: bool = False, resetProfile: bool = True) -> str:  # noqa: N802, N803
         return '{"profilerMode":"NONE"}'
 
     def getGraphReport(self, useCbor: bool = False) -> str:  # noqa: N802, N803
-        session = self._require_device("getGraphReport")
-        report = getattr(session, "report", None)
-        return report.to_json() if report is not None else "{}"
+        report = _report_of(self._require_device("getGraphReport"))
+        return json.dumps(report.to_json()) if report is not None else "{}"
 
     def detach(self) -> None:
         with self._lock:
@@ -401,6 +403,38 @@ class TrainingSession(_Session):
 
     def optimizerFromHost(self) -> None:  # noqa: N802
         """PopART's second half of an optimizer update: done by updateOptimizerFromHost."""
+
+
+def _report_of(session: Any) -> Any:
+    """The IPU model's report of a Session on an IPU model device; None on the CPU."""
+    try:
+        return session.report
+    except RuntimeError:
+        return None
+
+
+def _dump_ir(ir: Any) -> None:
+    """``POPART_IR_DUMP=file``: write the Ir's text form before it is compiled."""
+    path = os.environ.get("POPART_IR_DUMP", "").strip()
+    if path:
+        with open(path, "w") as file:
+            file.write(str(ir))
+
+
+def _write_tile_map(session: Any) -> None:
+    """``POPART_TENSOR_TILE_MAP=file``: the IPU model's tensor -> tile intervals, as JSON
+    ``{tensor: [[tile, start, end], ...]}`` (``{}`` on a CPU device, which has no tiles)."""
+    path = os.environ.get("POPART_TENSOR_TILE_MAP", "").strip()
+    if not path:
+        return
+    report = _report_of(session)
+    mapping = {}
+    if report is not None:
+        data = report.to_json()
+        data = json.loads(data) if isinstance(data, str) else data
+        mapping = {t["name"]: t["mapping"] for t in data["tensors"]}
+    with open(path, "w") as file:
+        json.dump(mapping, file)
 
 
 def _popart_dtype(dtype: Any) -> str:
