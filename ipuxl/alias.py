@@ -92,8 +92,8 @@ def alias_popxl() -> None:
         if name == "ipuxl" or name.startswith("ipuxl."):
             sys.modules.setdefault("popxl" + name[len("ipuxl"):], module)
     popart = sys.modules.setdefault("popart", importlib.import_module("ipuxl.popart"))
-    # `ipuxl.popart` is a module, not a package, so the import system cannot find
-    # `popart.ir` below it: register it directly.
+    # `popart.ir` is PopXL's predecessor, ipuxl itself, not a module of `ipuxl.popart`:
+    # register it directly.
     if popart is sys.modules["ipuxl.popart"]:
         popart_ir = sys.modules.setdefault("popart.ir", sys.modules["ipuxl"])
         popart.ir = popart_ir  # type: ignore[attr-defined]
