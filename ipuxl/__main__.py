@@ -2,6 +2,9 @@
 
 * ``run SCRIPT [ARGS]``: run an unmodified PopXL script (``import popxl`` and
   ``import popart`` inside it give ipuxl, see :func:`ipuxl.alias_popxl`);
+* ``onnx MODEL.onnx [--shape NAME=D0,D1,...] [--device cpu|ipu_model] [--tiles N]``:
+  import an ONNX model, print its Ir and the IPU model's memory summary, and run it once
+  on random inputs (see :mod:`ipuxl.onnx.cli`; exit status 2 when it cannot be imported);
 * ``report SCRIPT [ARGS] [--out DIR] [--tiles N]``: run it on the IPU model (every
   Session becomes an ``"ipu_model"`` one, and one that does not fit still runs) and write,
   for each Session it builds, ``report.json``, ``summary.txt``, ``memory.html``,
@@ -30,8 +33,9 @@ def main(argv: list[str] | None = None) -> int:
         argv: the arguments after the program name (``sys.argv[1:]`` if None).
 
     Returns:
-        The exit status: 0, or for ``report`` 1 when a Session did not fit. A script that
-        calls ``sys.exit`` exits with its own status.
+        The exit status: 0, for ``report`` 1 when a Session did not fit, for ``onnx`` 2
+        when the model cannot be imported. A script that calls ``sys.exit`` exits with
+        its own status.
     """
     parser = argparse.ArgumentParser(
         prog="python -m ipuxl",
@@ -48,7 +52,15 @@ def main(argv: list[str] | None = None) -> int:
                         help="tiles per IPU (default: the full chip)")
     report.add_argument("script", help="the script to run")
     report.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
+    from ipuxl.onnx import cli as onnx_cli
+
+    onnx = commands.add_parser(
+        "onnx", help="import an ONNX model, print its Ir and IPU memory summary, run it once",
+        description=onnx_cli.DESCRIPTION, epilog=onnx_cli.EPILOG)
+    onnx_cli.add_arguments(onnx)
     options = parser.parse_args(argv)
+    if options.command == "onnx":
+        return onnx_cli.run(options, onnx)
     if not os.path.isfile(options.script):
         parser.error(f"no such script: {options.script!r}. Give the path of a Python file.")
     if options.command == "report":

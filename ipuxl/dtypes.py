@@ -63,6 +63,10 @@ _PY_TO_POPXL: dict[type, dtype] = {}  # Python type -> dtype: bool and float onl
 # Not PopXL's: the dtypes JAX computes in (ml_dtypes float8 "fnuz") and torch's names.
 _JAX_TO_POPXL: dict[np.dtype, dtype] = {}
 _TORCH_NAME_TO_POPXL: dict[str, dtype] = {}
+# Not PopXL's: the ONNX-only extension dtypes (see the end of the module), kept out of
+# PopXL's tables above so that those stay exactly PopXL's.
+_EXT_STR_TO_POPXL: dict[str, dtype] = {}
+_EXT_NP_TO_POPXL: dict[np.dtype, dtype] = {}
 
 
 class dtype:
@@ -85,6 +89,7 @@ class dtype:
         is_complex: builtins.bool = False,
         torch_name: str | None = None,
         python_type: type | None = None,
+        extension: builtins.bool = False,
     ) -> dtype:
         self = object.__new__(cls)
         self._name = name
@@ -96,6 +101,10 @@ class dtype:
         self._is_signed = is_signed
         self._is_complex = is_complex
         self._torch_name = torch_name
+        if extension:  # an ONNX type: its own tables, PopXL's are untouched
+            _EXT_STR_TO_POPXL[name] = self
+            _EXT_NP_TO_POPXL[numpy] = self
+            return self
         _STR_TO_POPXL[name] = self
         _NP_TO_POPXL[numpy] = self
         _JAX_TO_POPXL.setdefault(self._jax_dtype, self)
@@ -160,9 +169,10 @@ class dtype:
 
     @classmethod
     def from_name(cls, name: str) -> dtype:
-        """The dtype with canonical name ``name`` (aliases such as ``half`` are refused)."""
+        """The dtype with canonical name ``name`` (aliases such as ``half`` are refused;
+        the ONNX extension dtypes are found by their names too)."""
         try:
-            return _STR_TO_POPXL[name]
+            return _STR_TO_POPXL.get(name) or _EXT_STR_TO_POPXL[name]
         except (KeyError, TypeError):
             raise ValueError(f"There is not a `popxl.dtype` that has a name: {name!r}.") from None
 
@@ -224,7 +234,8 @@ def _from_numpy(value: Any) -> dtype | None:
     """The dtype of a numpy dtype: a host dtype, or a dtype JAX computes in."""
     if not isinstance(value, np.dtype):
         return None
-    return _NP_TO_POPXL.get(value) or _JAX_TO_POPXL.get(value)
+    return (_NP_TO_POPXL.get(value) or _JAX_TO_POPXL.get(value)
+            or _EXT_NP_TO_POPXL.get(value))
 
 
 def _from_torch(value: Any) -> dtype | None:
@@ -289,3 +300,28 @@ half = float16
 float = float32  # noqa: A001 - PopXL's public alias
 double = float64
 
+
+# ------------------------------------------------------------------ ONNX extension dtypes
+# Not PopXL's, and not in ``__all__``: the ONNX tensor types PopXL has no dtype for, so
+# that imported ONNX models (``ipuxl.onnx``) can hold them. Host and device arrays are
+# the ``ml_dtypes`` types (no structured host bytes, unlike float8_143/float8_152). They
+# live in their own tables (``_EXT_STR_TO_POPXL``, ``_EXT_NP_TO_POPXL``), which
+# ``as_dtype`` and ``from_name`` consult after PopXL's, so no PopXL conversion changes.
+# ONNX's FLOAT8E4M3FNUZ and FLOAT8E5M2FNUZ are PopXL's float8_143 and float8_152 (the
+# same bits), which ``as_dtype`` already gives for ``ml_dtypes.float8_e4m3fnuz/e5m2fnuz``.
+_unsigned_float = {"is_floating_point": True}
+
+
+def _onnx_type(name: str, short_name: str, ml_type: Any, **flags: Any) -> dtype:
+    return dtype._new(name, short_name, np.dtype(ml_type), ml_type, extension=True, **flags)
+
+
+float8_e4m3fn = _onnx_type("float8_e4m3fn", "f8e4m3fn", ml_dtypes.float8_e4m3fn, **_float)
+float8_e5m2 = _onnx_type("float8_e5m2", "f8e5m2", ml_dtypes.float8_e5m2, **_float)
+float8_e8m0fnu = _onnx_type("float8_e8m0fnu", "f8e8m0", ml_dtypes.float8_e8m0fnu,
+                            **_unsigned_float)
+float4_e2m1fn = _onnx_type("float4_e2m1fn", "f4e2m1", ml_dtypes.float4_e2m1fn, **_float)
+int4 = _onnx_type("int4", "i4", ml_dtypes.int4, **_signed_int)
+uint4 = _onnx_type("uint4", "u4", ml_dtypes.uint4, **_int)
+int2 = _onnx_type("int2", "i2", ml_dtypes.int2, **_signed_int)
+uint2 = _onnx_type("uint2", "u2", ml_dtypes.uint2, **_int)

@@ -20,6 +20,10 @@ EXPECTED_OUTPUT = {
         "layer(x, w, b): ArrayImpl (8, 3)", "h2d_stream x: f32[8,4]", "gelu(add_out)",
         "learnt w = [ 2.  -1.   0.5], b = [0.3] (traced 1 time)",
         "running mean after 300 samples", "count = 300.0", "fits: True"],
+    "popart_simple_addition.py": ["Input a is [", "Result is [", "Correct: True"],
+    "popart_training.py": ["loss anchor shape: (4, 2) (batchesPerStep, accumulationFactor)",
+                           "step 19: mean loss", "accuracy of the saved model on new data: ",
+                           "Memory (est.): "],
     "ipu_model_report.py": [
         "ipuxl ipu_model: memory and cycle figures are model estimates",
         "Target: 1472-tile GC200 (ipu2)", "Fits on a GC200: True",

@@ -542,6 +542,8 @@ def test_every_op_has_a_cost_rule():
     # their own ops named test_*.
     declared = {n for n in names if not n.endswith("_grad") and not n.startswith("test_")}
     assert len(declared) > 100 and declared <= set(KIND), sorted(declared - set(KIND))
+    onnx_kinds = {o.cost_kind for o in gc.get_objects() if isinstance(o, OpDef) and o.cost_kind}
+    assert onnx_kinds and onnx_kinds <= set(KIND.values()), onnx_kinds - set(KIND.values())
 
 
 def test_gradient_ops_cost_like_their_forward_op():

@@ -18,9 +18,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+from jax import tree_util
 
 from ipuxl.onnx.importer import NeedsValueError, check_model, load_model
 from ipuxl.onnx.model_ir import initializer_arrays, model_to_ir
+from ipuxl.onnx.ops.sequence import from_host, to_host
 
 __all__ = ["IpuxlBackend", "IpuxlRep", "prepare", "run_model", "run_node",
            "supports_device"]
@@ -44,6 +46,9 @@ class IpuxlRep(BackendRep):
         initializers = initializer_arrays(graph)
         self.input_names = [i.name for i in graph.input if i.name not in initializers]
         self.output_names = [o.name for o in graph.output]
+        # Sequence and optional inputs, by name: their ONNX types.
+        self._structured = {i.name: i.type for i in graph.input
+                            if not i.type.HasField("tensor_type")}
         self._sessions: dict[Any, tuple[Any, Any]] = {}
         self._static: set[str] = set()
 
@@ -56,18 +61,36 @@ class IpuxlRep(BackendRep):
                 try:
                     compiled = self._compile(arrays)
                 except NeedsValueError as error:
-                    if error.input_name in self._static or error.input_name not in arrays:
+                    names = self._inputs_behind(error.input_name) - self._static
+                    names -= set(self._structured)
+                    if not names:
                         raise
-                    self._static.add(error.input_name)
+                    self._static |= names
                     continue
                 if len(self._sessions) >= _MAX_SPECIALISATIONS:
                     self._sessions.pop(next(iter(self._sessions)))[0].__exit__(None, None, None)
                 self._sessions[key] = compiled
             session, program = compiled
-            feed = {program.inputs[n]: arrays[n] for n in program.inputs}
+            flat = self._flat(arrays)
+            feed = {program.inputs[n]: flat[n] for n in program.inputs}
             outputs = session.run(feed)
-            values = [outputs[program.outputs[n]] for n in self.output_names]
+            values = [self._output(program, outputs, n) for n in self.output_names]
             return namedtupledict("Outputs", self.output_names)(*values)
+
+    def _inputs_behind(self, name: str) -> set[str]:
+        """The graph inputs whose values decide ``name`` (``name`` itself if it is one)."""
+        producers = {out: node for node in self.model.graph.node for out in node.output}
+        found, todo, seen = set(), [name], set()
+        while todo:
+            current = todo.pop()
+            if current in seen:
+                continue
+            seen.add(current)
+            if current in self.input_names:
+                found.add(current)
+            elif current in producers:
+                todo.extend(i for i in producers[current].input if i)
+        return found
 
     def _arrays(self, inputs: Any) -> dict[str, np.ndarray]:
         if isinstance(inputs, Mapping):
@@ -78,19 +101,47 @@ class IpuxlRep(BackendRep):
         missing = [n for n in self.input_names if n not in given]
         if missing:
             raise ValueError(f"The model's inputs {missing} were not given.")
-        return {n: np.asarray(given[n]) for n in self.input_names}
+        return {n: from_host(self._structured[n], given[n]) if n in self._structured
+                else np.asarray(given[n]) for n in self.input_names}
 
-    def _key(self, arrays: dict[str, np.ndarray]) -> Any:
-        return tuple((n, a.shape, a.dtype.str,
-                      a.tobytes() if n in self._static else None)
-                     for n, a in arrays.items())
+    def _flat(self, arrays: dict[str, Any]) -> dict[str, np.ndarray]:
+        """The host arrays by stream name (``<name>.<i>`` for a sequence's arrays)."""
+        flat = {}
+        for name, value in arrays.items():
+            if name in self._structured:
+                for index, leaf in enumerate(tree_util.tree_leaves(value)):
+                    flat[f"{name}.{index}"] = leaf
+            else:
+                flat[name] = value
+        return flat
+
+    @staticmethod
+    def _output(program: Any, outputs: Any, name: str) -> Any:
+        tree = program.structures.get(name)
+        if tree is None:
+            return outputs[program.outputs[name]]
+        leaves = [outputs[program.outputs[f"{name}.{i}"]] for i in range(tree.num_leaves)]
+        return to_host(tree_util.tree_unflatten(tree, leaves))
+
+    def _key(self, arrays: dict[str, Any]) -> Any:
+        key = []
+        for n, value in arrays.items():
+            if n in self._structured:
+                leaves, tree = tree_util.tree_flatten(value)
+                key.append((n, str(tree), tuple((a.shape, a.dtype.str) for a in leaves)))
+            else:
+                key.append((n, value.shape, value.dtype.str,
+                            value.tobytes() if n in self._static else None))
+        return tuple(key)
 
     def _compile(self, arrays: dict[str, np.ndarray]) -> tuple[Any, Any]:
         from ipuxl.session import Session
 
         program = model_to_ir(
-            self.model, input_shapes={n: a.shape for n, a in arrays.items()},
-            known_inputs={n: arrays[n] for n in self._static}, check=False)
+            self.model, input_shapes={n: a.shape for n, a in arrays.items()
+                                      if n not in self._structured},
+            known_inputs={n: arrays[n] for n in self._static}, check=False,
+            input_structures={n: arrays[n] for n in self._structured})
         session = Session(program.ir, "cpu")
         session.__enter__()
         return session, program

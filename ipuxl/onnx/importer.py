@@ -239,7 +239,7 @@ class Importer:
     opsets: dict[str, int]
     known: dict[str, np.ndarray] = field(default_factory=dict)
     on_node: Callable[[Any, list[Value]], None] | None = None
-    _constants: dict[tuple[int, str], Tensor] = field(default_factory=dict)
+    _constants: dict[tuple[int, str, int], tuple[Any, Tensor]] = field(default_factory=dict)
 
     def run(self, graph: Any, env: dict[str, Value]) -> dict[str, Value]:
         """Import ``graph``'s nodes; ``env`` has its inputs and initializers and gets
@@ -297,14 +297,16 @@ class Importer:
         import ipuxl
 
         graph = get_current_context().graph
-        key = (id(graph), name)
-        made = self._constants.get(key)
-        if made is None or made.graph is not graph:
+        # One constant per graph, name and value object (subgraphs may reuse a name for
+        # another value); the value is kept alive with it so its id is not reused.
+        key = (id(graph), name, id(value))
+        found = self._constants.get(key)
+        if found is None or found[1].graph is not graph:
             array = np.asarray(value)
-            made = ipuxl.constant(array, dtype=dtype_of(array.dtype), name=name,
-                                  downcast=False)
-            self._constants[key] = made
-        return made
+            found = (value, ipuxl.constant(array, dtype=dtype_of(array.dtype), name=name,
+                                           downcast=False))
+            self._constants[key] = found
+        return found[1]
 
     def known_value(self, node: Any, index: int, value: Value) -> np.ndarray:
         if value is None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -29,6 +29,9 @@ class ModelIr:
     outputs: dict[str, Any]
     weights: dict[str, Any]
     model: Any
+    #: graph outputs that are sequences or optionals: their tree definitions (each of
+    #: their tensors is streamed out as ``<name>.<i>``)
+    structures: dict[str, Any] = field(default_factory=dict)
 
 
 def initializer_arrays(graph: Any) -> dict[str, np.ndarray]:
@@ -45,7 +48,8 @@ def is_weight(array: np.ndarray) -> bool:
 
 def model_to_ir(model: Any, *, input_shapes: Mapping[str, Sequence[int]] | None = None,
                 known_inputs: Mapping[str, np.ndarray] | None = None,
-                outputs: Sequence[str] | None = None, check: bool = True) -> ModelIr:
+                outputs: Sequence[str] | None = None, check: bool = True,
+                input_structures: Mapping[str, Any] | None = None) -> ModelIr:
     """Import ``model`` into a new :class:`ipuxl.Ir` (one run = one batch).
 
     Args:
@@ -54,9 +58,15 @@ def model_to_ir(model: Any, *, input_shapes: Mapping[str, Sequence[int]] | None 
         known_inputs: graph inputs to fix to these values (they become constants).
         outputs: the values to stream out (default: the graph outputs).
         check: list unsupported operators first (:func:`check_model`).
+        input_structures: for each sequence or optional graph input, a value of its
+            structure (:func:`ipuxl.onnx.ops.sequence.from_host`); each of its arrays is
+            streamed in as ``<name>.<i>``, with that array's shape and dtype.
     """
+    from jax import tree_util
+
     import ipuxl
     from ipuxl import ops
+    from ipuxl.onnx.ops.sequence import is_structure
 
     model = load_model(model)
     if check:
@@ -82,14 +92,36 @@ def model_to_ir(model: Any, *, input_shapes: Mapping[str, Sequence[int]] | None 
             if info.name in known_inputs:
                 env[info.name] = np.asarray(known_inputs[info.name])
                 continue
+            if input_structures and info.name in input_structures:
+                leaves, tree = tree_util.tree_flatten(input_structures[info.name])
+                loaded = []
+                for index, leaf in enumerate(leaves):
+                    leaf_name = f"{info.name}.{index}"
+                    array = np.asarray(leaf)
+                    stream = ipuxl.h2d_stream(array.shape, dtype_of(array.dtype),
+                                              name=leaf_name)
+                    streams_in[leaf_name] = stream
+                    loaded.append(ops.host_load(stream, leaf_name))
+                env[info.name] = tree_util.tree_unflatten(tree, loaded)
+                continue
             shape, dtype = value_info_spec(info, input_shapes)
             stream = ipuxl.h2d_stream(shape, dtype_of(dtype), name=info.name)
             streams_in[info.name] = stream
             env[info.name] = ops.host_load(stream, info.name)
         importer.run(graph, env)
+        structures = {}
         for name in outputs or [o.name for o in graph.output]:
+            if is_structure(env[name]):
+                leaves, structures[name] = tree_util.tree_flatten(env[name])
+                for index, leaf in enumerate(leaves):
+                    tensor = importer.tensor(f"{name}.{index}", leaf)
+                    stream = ipuxl.d2h_stream(tensor.shape, tensor.dtype,
+                                              name=f"{name}.{index}")
+                    ops.host_store(stream, tensor)
+                    streams_out[f"{name}.{index}"] = stream
+                continue
             tensor = importer.tensor(name, env[name])
             stream = ipuxl.d2h_stream(tensor.shape, tensor.dtype, name=name)
             ops.host_store(stream, tensor)
             streams_out[name] = stream
-    return ModelIr(ir, streams_in, streams_out, weights, model)
+    return ModelIr(ir, streams_in, streams_out, weights, model, structures)

@@ -77,6 +77,22 @@ class Rule:
 _RULES: dict[tuple[str, str], list[Rule]] = {}
 
 
+# The IPU model's cost families (ipuxl.sim.op_costs), and the names the operator modules
+# may also use for readability: normalizations cost like reductions, pools and resizes
+# like PopXL's own pool and interpolate ops.
+FAMILIES = frozenset({"view", "elementwise", "random", "copy", "matmul", "conv", "reduce",
+                      "gather", "host", "remote", "collective"})
+_ALIASES = {"norm": "reduce", "pool": "elementwise", "resize": "elementwise"}
+
+
+def _family(kind: str) -> str:
+    family = _ALIASES.get(kind, kind)
+    if family not in FAMILIES:
+        raise ValueError(f"ipuxl internal error: cost kind {kind!r} is not one of "
+                         f"{sorted(FAMILIES | set(_ALIASES))}.")
+    return family
+
+
 def _register(rule: Rule) -> None:
     versions = _RULES.setdefault((rule.domain, rule.op_type), [])
     if any(r.since == rule.since for r in versions):
@@ -104,7 +120,7 @@ def onnx_op(op_type: str, *, since: int | Sequence[int] = 1, domain: str = "",
         for version in (since,) if isinstance(since, int) else since:
             rule = Rule(op_type, canonical_domain(domain), version, fn=fn,
                         static=frozenset(static), value_dependent=value_dependent,
-                        kind=kind, attributes=attributes, takes_num_outputs=takes)
+                        kind=_family(kind), attributes=attributes, takes_num_outputs=takes)
             rule.opdef = _make_opdef(rule)
             _register(rule)
         return fn

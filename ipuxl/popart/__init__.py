@@ -11,7 +11,8 @@ Two users meet here:
 
 The modules, one concept each: ``errors`` (the exception types), ``devices``
 (``DeviceManager``), ``tensor_info`` (``TensorInfo``, ``DataType``, ``InputShapeInfo``),
-``builder`` (``Builder``), ``dataflow`` (``DataFlow``, ``AnchorReturnType``), ``stepio``
+``builder`` (``Builder``; ``builder_onnx``, ``builder_graphcore``, ``builder_annotations``
+and ``builder_shapes`` hold its op methods, IPU annotations and shape inference), ``dataflow`` (``DataFlow``, ``AnchorReturnType``), ``stepio``
 (``PyStepIO``, ``PyStepIOCallback``, ``PyWeightsIO``), ``optimizers``, ``losses``,
 ``names`` (the reserved tensor-name prefixes), ``operators``
 (``getSupportedOperations``), ``program`` (an ONNX model + DataFlow -> an Ir) and
@@ -52,6 +53,10 @@ _LAZY = {
     "Builder": "ipuxl.popart.builder",
     "AiOnnx": "ipuxl.popart.builder",
     "AiGraphcore": "ipuxl.popart.builder",
+    "AiGraphcoreOpset1": "ipuxl.popart.builder",
+    "RecomputeType": "ipuxl.popart.builder",
+    "InitType": "ipuxl.popart.builder",
+    "VariableSettings": "ipuxl.popart.builder",
     "TensorInfo": "ipuxl.popart.tensor_info",
     "DataType": "ipuxl.popart.tensor_info",
     "InputShapeInfo": "ipuxl.popart.tensor_info",

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from ipuxl.onnx.registry import onnx_converter, onnx_op
+from ipuxl.onnx.registry import onnx_converter
 
 _CONSTANT_ATTRIBUTES = ("value", "value_float", "value_floats", "value_int", "value_ints",
                         "value_string", "value_strings", "sparse_value")
@@ -36,6 +36,15 @@ def constant(ctx: Any) -> list[np.ndarray]:
                           "supported (ipuxl tensors hold numbers).")
 
 
-@onnx_op("Identity", since=(1, 13, 14, 16, 19, 21, 23, 24, 25))
-def identity(x: Any) -> Any:
-    return x + 0 if x.dtype != bool else x
+@onnx_converter("Identity", since=(1, 13, 14, 16, 19, 21, 23, 24, 25))
+def identity(ctx: Any) -> list[Any]:
+    """A tensor is copied (``ops.identity``); known arrays, sequences and optionals pass
+    through (they are import-time values)."""
+    from ipuxl.tensor import Tensor
+
+    value = ctx.inputs[0]
+    if isinstance(value, Tensor):
+        from ipuxl import ops
+
+        return [ops.identity(value)]
+    return [value]

@@ -1,0 +1,232 @@
+"""ONNX operators: convolutions (Conv, ConvTranspose, ConvInteger, QLinearConv, DeformConv).
+
+Every convolution lowers to ``jax.lax.conv_general_dilated`` in ONNX's NC(D)HW / OI(D)HW
+layouts; :func:`spatial_pads` turns ONNX's ``pads``/``auto_pad`` into per-axis
+``(begin, end)`` pairs and is shared with the pooling operators (:mod:`.nn_pool`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from ipuxl.onnx.registry import onnx_op
+
+_CONV_VERSIONS = (1, 11, 22)
+
+
+def spatial_pads(in_shape: Sequence[int], kernel: Sequence[int], strides: Sequence[int],
+                 dilations: Sequence[int], pads: Sequence[int] | None,
+                 auto_pad: str) -> list[tuple[int, int]]:
+    """``(begin, end)`` padding of each spatial axis, from ONNX's ``pads`` (all begins,
+    then all ends) or ``auto_pad`` (SAME_UPPER puts the odd pixel at the end)."""
+    n = len(kernel)
+    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        result = []
+        for i in range(n):
+            out = -(-in_shape[i] // strides[i])
+            total = max(0, (out - 1) * strides[i] + (kernel[i] - 1) * dilations[i] + 1
+                        - in_shape[i])
+            small = total // 2
+            result.append((small, total - small) if auto_pad == "SAME_UPPER"
+                          else (total - small, small))
+        return result
+    if auto_pad == "VALID" or not pads:
+        return [(0, 0)] * n
+    return [(int(pads[i]), int(pads[i + n])) for i in range(n)]
+
+
+def _defaults(x: Any, kernel: Sequence[int], strides: Any, dilations: Any
+              ) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    n = len(kernel)
+    return (tuple(strides) if strides else (1,) * n,
+            tuple(dilations) if dilations else (1,) * n)
+
+
+def _conv(x: Any, w: Any, *, strides: Sequence[int], padding: Sequence[tuple[int, int]],
+          dilations: Sequence[int], group: int, lhs_dilation: Sequence[int] | None = None,
+          preferred: Any = None) -> Any:
+    return lax.conv_general_dilated(
+        x, w, window_strides=tuple(strides), padding=[tuple(p) for p in padding],
+        lhs_dilation=lhs_dilation, rhs_dilation=tuple(dilations),
+        feature_group_count=int(group), precision=lax.Precision.HIGHEST,
+        preferred_element_type=preferred)
+
+
+def _bias(y: Any, b: Any) -> Any:
+    if b is None:
+        return y
+    return y + jnp.reshape(b, (1, -1) + (1,) * (y.ndim - 2)).astype(y.dtype)
+
+
+@onnx_op("Conv", since=_CONV_VERSIONS, kind="conv")
+def conv(x: Any, w: Any, b: Any = None, *, auto_pad: str = "NOTSET",
+         dilations: Sequence[int] | None = None, group: int = 1,
+         kernel_shape: Sequence[int] | None = None, pads: Sequence[int] | None = None,
+         strides: Sequence[int] | None = None) -> Any:
+    kernel = tuple(w.shape[2:])
+    strides, dilations = _defaults(x, kernel, strides, dilations)
+    padding = spatial_pads(x.shape[2:], kernel, strides, dilations, pads, auto_pad)
+    y = _conv(x, w, strides=strides, padding=padding, dilations=dilations, group=group)
+    return _bias(y, b)
+
+
+def _transpose_weight(w: Any, group: int) -> Any:
+    """ConvTranspose's (C, M/group, k...) weight as a forward conv's (M, C/group, k...),
+    flipped in space."""
+    c, m_g = w.shape[0], w.shape[1]
+    k = tuple(w.shape[2:])
+    w = jnp.reshape(w, (group, c // group, m_g) + k)
+    w = jnp.swapaxes(w, 1, 2)
+    w = jnp.reshape(w, (group * m_g, c // group) + k)
+    return jnp.flip(w, axis=tuple(range(2, 2 + len(k))))
+
+
+@onnx_op("ConvTranspose", since=_CONV_VERSIONS, kind="conv")
+def conv_transpose(x: Any, w: Any, b: Any = None, *, auto_pad: str = "NOTSET",
+                   dilations: Sequence[int] | None = None, group: int = 1,
+                   kernel_shape: Sequence[int] | None = None,
+                   output_padding: Sequence[int] | None = None,
+                   output_shape: Sequence[int] | None = None,
+                   pads: Sequence[int] | None = None,
+                   strides: Sequence[int] | None = None) -> Any:
+    kernel = tuple(w.shape[2:])
+    n = len(kernel)
+    strides, dilations = _defaults(x, kernel, strides, dilations)
+    out_pad = list(output_padding) if output_padding else [0] * n
+    in_shape = x.shape[2:]
+    full = [strides[i] * (in_shape[i] - 1) + out_pad[i] + (kernel[i] - 1) * dilations[i] + 1
+            for i in range(n)]
+    if output_shape is not None:
+        output_shape = list(output_shape)[-n:]
+    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        target = output_shape or [in_shape[i] * strides[i] for i in range(n)]
+        begin_end = []
+        for i in range(n):
+            total = full[i] - target[i]
+            small = total // 2
+            begin_end.append((small, total - small) if auto_pad == "SAME_UPPER"
+                             else (total - small, small))
+    else:
+        begin_end = spatial_pads(in_shape, kernel, strides, dilations, pads, auto_pad)
+        if output_shape is not None:  # the rest of the requested size: zeros at the end
+            for i in range(n):
+                natural = full[i] - sum(begin_end[i])
+                out_pad[i] += output_shape[i] - natural
+    padding = [((kernel[i] - 1) * dilations[i] - begin_end[i][0],
+                (kernel[i] - 1) * dilations[i] - begin_end[i][1] + out_pad[i])
+               for i in range(n)]
+    y = _conv(x, _transpose_weight(w, group), strides=(1,) * n, padding=padding,
+              dilations=dilations, group=group, lhs_dilation=strides)
+    return _bias(y, b)
+
+
+def _zero_point(z: Any, ndim: int) -> Any:
+    if z is None:
+        return jnp.zeros((), jnp.int32)
+    z = z.astype(jnp.int32)
+    return jnp.reshape(z, (-1,) + (1,) * (ndim - 1)) if z.ndim == 1 and z.shape[0] > 1 else z
+
+
+def _integer_conv(x: Any, w: Any, xz: Any, wz: Any, *, auto_pad: str, dilations: Any,
+                  group: int, pads: Any, strides: Any) -> Any:
+    kernel = tuple(w.shape[2:])
+    strides, dilations = _defaults(x, kernel, strides, dilations)
+    padding = spatial_pads(x.shape[2:], kernel, strides, dilations, pads, auto_pad)
+    xi = x.astype(jnp.int32) - (jnp.zeros((), jnp.int32) if xz is None
+                                else jnp.reshape(xz.astype(jnp.int32), ()))
+    wi = w.astype(jnp.int32) - _zero_point(wz, w.ndim)
+    return _conv(xi, wi, strides=strides, padding=padding, dilations=dilations,
+                 group=group, preferred=jnp.int32)
+
+
+@onnx_op("ConvInteger", since=10, kind="conv")
+def conv_integer(x: Any, w: Any, x_zero_point: Any = None, w_zero_point: Any = None, *,
+                 auto_pad: str = "NOTSET", dilations: Sequence[int] | None = None,
+                 group: int = 1, kernel_shape: Sequence[int] | None = None,
+                 pads: Sequence[int] | None = None,
+                 strides: Sequence[int] | None = None) -> Any:
+    return _integer_conv(x, w, x_zero_point, w_zero_point, auto_pad=auto_pad,
+                         dilations=dilations, group=group, pads=pads, strides=strides)
+
+
+@onnx_op("QLinearConv", since=10, kind="conv")
+def qlinear_conv(x: Any, x_scale: Any, x_zero_point: Any, w: Any, w_scale: Any,
+                 w_zero_point: Any, y_scale: Any, y_zero_point: Any, b: Any = None, *,
+                 auto_pad: str = "NOTSET", dilations: Sequence[int] | None = None,
+                 group: int = 1, kernel_shape: Sequence[int] | None = None,
+                 pads: Sequence[int] | None = None,
+                 strides: Sequence[int] | None = None) -> Any:
+    acc = _integer_conv(x, w, x_zero_point, w_zero_point, auto_pad=auto_pad,
+                        dilations=dilations, group=group, pads=pads, strides=strides)
+    acc = _bias(acc, b)
+    shape = (1, -1) + (1,) * (acc.ndim - 2)
+    ws = jnp.reshape(w_scale.astype(jnp.float32), shape if w_scale.size > 1 else ())
+    scale = x_scale.astype(jnp.float32) * ws / y_scale.astype(jnp.float32)
+    y = jnp.round(acc.astype(jnp.float32) * scale) + y_zero_point.astype(jnp.float32)
+    info = jnp.iinfo(y_zero_point.dtype)
+    return jnp.clip(y, info.min, info.max).astype(y_zero_point.dtype)
+
+
+# ---------------------------------------------------------------------------- DeformConv
+def _bilinear_zero(img: Any, ys: Any, xs: Any) -> Any:
+    """Sample ``img`` (N, C, H, W) at float positions ``ys``/``xs`` (N, ...), zero outside;
+    returns (N, C, ...)."""
+    h, w = img.shape[2], img.shape[3]
+    y0, x0 = jnp.floor(ys), jnp.floor(xs)
+    out = 0
+    n_idx = jnp.reshape(jnp.arange(img.shape[0]), (-1,) + (1,) * (ys.ndim - 1))
+    for dy in (0, 1):
+        for dx in (0, 1):
+            yy, xx = y0 + dy, x0 + dx
+            wgt = (1 - jnp.abs(ys - yy)) * (1 - jnp.abs(xs - xx))
+            valid = (yy >= 0) & (yy <= h - 1) & (xx >= 0) & (xx <= w - 1)
+            yi = jnp.clip(yy, 0, h - 1).astype(jnp.int32)
+            xi = jnp.clip(xx, 0, w - 1).astype(jnp.int32)
+            vals = img[n_idx, :, yi, xi]  # (N, ..., C)
+            vals = jnp.moveaxis(vals, -1, 1)
+            out = out + vals * jnp.expand_dims(jnp.where(valid, wgt, 0), 1).astype(img.dtype)
+    return out
+
+
+@onnx_op("DeformConv", since=(19, 22), kind="conv")
+def deform_conv(x: Any, w: Any, offset: Any, b: Any = None, mask: Any = None, *,
+                dilations: Sequence[int] | None = None, group: int = 1,
+                kernel_shape: Sequence[int] | None = None, offset_group: int = 1,
+                pads: Sequence[int] | None = None,
+                strides: Sequence[int] | None = None) -> Any:
+    if x.ndim != 4:
+        raise NotImplementedError("ipuxl implements DeformConv for 2-D images only.")
+    n, c, _, _ = x.shape
+    oc, _, kh, kw = w.shape
+    strides, dilations = _defaults(x, (kh, kw), strides, dilations)
+    (pt, _), (pl, _) = spatial_pads(x.shape[2:], (kh, kw), strides, dilations, pads,
+                                    "NOTSET")
+    oh, ow = offset.shape[2], offset.shape[3]
+    k = kh * kw
+    off = jnp.reshape(offset, (n, offset_group, k, 2, oh, ow))
+    base_y = (np.arange(oh) * strides[0] - pt)[:, None] + np.zeros((1, ow))
+    base_x = (np.arange(ow) * strides[1] - pl)[None, :] + np.zeros((oh, 1))
+    ky = np.repeat(np.arange(kh) * dilations[0], kw)
+    kx = np.tile(np.arange(kw) * dilations[1], kh)
+    pos_y = (base_y[None, :, :] + ky[:, None, None]).astype(np.float32)  # (k, oh, ow)
+    pos_x = (base_x[None, :, :] + kx[:, None, None]).astype(np.float32)
+    ys = jnp.asarray(pos_y, x.dtype) + off[:, :, :, 0]  # (n, og, k, oh, ow)
+    xs = jnp.asarray(pos_x, x.dtype) + off[:, :, :, 1]
+    cg = c // offset_group
+    cols = []
+    for g in range(offset_group):
+        sampled = _bilinear_zero(x[:, g * cg:(g + 1) * cg], ys[:, g], xs[:, g])
+        if mask is not None:
+            m = jnp.reshape(mask, (n, offset_group, k, oh, ow))[:, g]
+            sampled = sampled * m[:, None]
+        cols.append(sampled)  # (n, cg, k, oh, ow)
+    col = jnp.concatenate(cols, axis=1)  # (n, c, k, oh, ow)
+    col = jnp.reshape(col, (n, group, c // group, k, oh, ow))
+    wg = jnp.reshape(w, (group, oc // group, c // group, k))
+    y = jnp.einsum("ngckhw,gock->ngohw", col, wg, precision=lax.Precision.HIGHEST)
+    return _bias(jnp.reshape(y, (n, oc, oh, ow)), b)

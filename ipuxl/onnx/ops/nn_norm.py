@@ -1,0 +1,224 @@
+"""ONNX operators: normalizations and Dropout (BatchNormalization, InstanceNormalization,
+GroupNormalization, LRN, LpNormalization, MeanVarianceNormalization, Dropout).
+
+Statistics are computed in the input's dtype (GroupNormalization-21 in its
+``stash_type``); every parameter is cast to the input's dtype, so a float16 model with
+float32 scales (BatchNormalization-15's T1/T2) stays float16.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from ipuxl.onnx.registry import onnx_op
+
+
+def _channel(p: Any, x: Any) -> Any:
+    """A per-channel parameter (C,), or a per-activation one (C, D1...) of BatchNorm's
+    ``spatial=0``, shaped to broadcast against ``x`` (N, C, D1...)."""
+    p = p.astype(x.dtype)
+    return jnp.reshape(p, (1,) + p.shape + (1,) * (x.ndim - 1 - p.ndim))
+
+
+def _normalize(x: Any, mean: Any, var: Any, scale: Any, bias: Any, epsilon: float) -> Any:
+    eps = jnp.array(epsilon, x.dtype)
+    return (x - mean) / jnp.sqrt(var + eps) * scale + bias
+
+
+def _batch_stats(x: Any, spatial: int) -> tuple[Any, Any]:
+    axes = (0,) if not spatial else (0,) + tuple(range(2, x.ndim))
+    mean = jnp.mean(x, axis=axes)
+    var = jnp.mean(jnp.square(x - jnp.mean(x, axis=axes, keepdims=True)), axis=axes)
+    return mean, var
+
+
+def _batch_norm(x: Any, scale: Any, b: Any, mean: Any, var: Any, *, epsilon: float,
+                momentum: float, training: bool, spatial: int, num_outputs: int) -> Any:
+    if not training:
+        y = _normalize(x, _channel(mean, x), _channel(var, x), _channel(scale, x),
+                       _channel(b, x), epsilon)
+        if num_outputs == 1:
+            return y
+        return (y, mean, var, mean, var)[:num_outputs]
+    batch_mean, batch_var = _batch_stats(x, spatial)
+    if spatial == 0 and mean.ndim == 1 and x.ndim > 2:
+        batch_mean, batch_var = _batch_stats(x, 1)
+    y = _normalize(x, _channel(batch_mean, x), _channel(batch_var, x), _channel(scale, x),
+                   _channel(b, x), epsilon)
+    m = jnp.array(momentum, mean.dtype)
+    one = jnp.array(1, mean.dtype)
+    running_mean = mean * m + batch_mean.astype(mean.dtype) * (one - m)
+    running_var = var * m + batch_var.astype(var.dtype) * (one - m)
+    return (y, running_mean, running_var, batch_mean, batch_var)[:num_outputs]
+
+
+@onnx_op("BatchNormalization", since=1, kind="norm")
+def batch_norm_1(x: Any, scale: Any, b: Any, mean: Any, var: Any, *,
+                 consumed_inputs: Sequence[int] = (), epsilon: float = 1e-5,
+                 is_test: int = 0, momentum: float = 0.9, spatial: int = 1,
+                 num_outputs: int = 1) -> Any:
+    return _batch_norm(x, scale, b, mean, var, epsilon=epsilon, momentum=momentum,
+                       training=not is_test and num_outputs > 1, spatial=spatial,
+                       num_outputs=num_outputs)
+
+
+@onnx_op("BatchNormalization", since=6, kind="norm")
+def batch_norm_6(x: Any, scale: Any, b: Any, mean: Any, var: Any, *,
+                 epsilon: float = 1e-5, is_test: int = 0, momentum: float = 0.9,
+                 spatial: int = 1, num_outputs: int = 1) -> Any:
+    return _batch_norm(x, scale, b, mean, var, epsilon=epsilon, momentum=momentum,
+                       training=not is_test and num_outputs > 1, spatial=spatial,
+                       num_outputs=num_outputs)
+
+
+@onnx_op("BatchNormalization", since=7, kind="norm")
+def batch_norm_7(x: Any, scale: Any, b: Any, mean: Any, var: Any, *,
+                 epsilon: float = 1e-5, momentum: float = 0.9, spatial: int = 1,
+                 num_outputs: int = 1) -> Any:
+    return _batch_norm(x, scale, b, mean, var, epsilon=epsilon, momentum=momentum,
+                       training=num_outputs > 1, spatial=spatial, num_outputs=num_outputs)
+
+
+@onnx_op("BatchNormalization", since=9, kind="norm")
+def batch_norm_9(x: Any, scale: Any, b: Any, mean: Any, var: Any, *,
+                 epsilon: float = 1e-5, momentum: float = 0.9, num_outputs: int = 1) -> Any:
+    return _batch_norm(x, scale, b, mean, var, epsilon=epsilon, momentum=momentum,
+                       training=num_outputs > 1, spatial=1, num_outputs=num_outputs)
+
+
+@onnx_op("BatchNormalization", since=(14, 15), kind="norm")
+def batch_norm(x: Any, scale: Any, b: Any, input_mean: Any, input_var: Any, *,
+               epsilon: float = 1e-5, momentum: float = 0.9, training_mode: int = 0,
+               num_outputs: int = 1) -> Any:
+    return _batch_norm(x, scale, b, input_mean, input_var, epsilon=epsilon,
+                       momentum=momentum, training=bool(training_mode), spatial=1,
+                       num_outputs=min(num_outputs, 3))
+
+
+def _instance_norm(x: Any, scale: Any, b: Any, epsilon: float) -> Any:
+    axes = tuple(range(2, x.ndim))
+    mean = jnp.mean(x, axis=axes, keepdims=True)
+    var = jnp.mean(jnp.square(x - mean), axis=axes, keepdims=True)
+    return _normalize(x, mean, var, _channel(scale, x), _channel(b, x), epsilon)
+
+
+@onnx_op("InstanceNormalization", since=1, kind="norm")
+def instance_norm_1(x: Any, scale: Any, b: Any, *, consumed_inputs: Sequence[int] = (),
+                    epsilon: float = 1e-5) -> Any:
+    return _instance_norm(x, scale, b, epsilon)
+
+
+@onnx_op("InstanceNormalization", since=(6, 22), kind="norm")
+def instance_norm(x: Any, scale: Any, b: Any, *, epsilon: float = 1e-5) -> Any:
+    return _instance_norm(x, scale, b, epsilon)
+
+
+def _group_norm(x: Any, scale: Any, bias: Any, num_groups: int, epsilon: float,
+                dtype: Any, per_group: bool) -> Any:
+    n, c = x.shape[0], x.shape[1]
+    xs = jnp.reshape(x.astype(dtype), (n, num_groups, -1))
+    mean = jnp.mean(xs, axis=2, keepdims=True)
+    var = jnp.mean(jnp.square(xs - mean), axis=2, keepdims=True)
+    normed = (xs - mean) / jnp.sqrt(var + jnp.array(epsilon, dtype))
+    normed = jnp.reshape(normed.astype(x.dtype), x.shape)
+    if per_group:
+        scale = jnp.repeat(scale, c // num_groups)
+        bias = jnp.repeat(bias, c // num_groups)
+    return normed * _channel(scale, x) + _channel(bias, x)
+
+
+@onnx_op("GroupNormalization", since=18, kind="norm")
+def group_norm_18(x: Any, scale: Any, bias: Any, *, epsilon: float = 1e-5,
+                  num_groups: int = 1) -> Any:
+    return _group_norm(x, scale, bias, num_groups, epsilon, x.dtype, per_group=True)
+
+
+@onnx_op("GroupNormalization", since=21, kind="norm")
+def group_norm(x: Any, scale: Any, bias: Any, *, epsilon: float = 1e-5,
+               num_groups: int = 1, stash_type: int = 1) -> Any:
+    from onnx import helper
+
+    dtype = np.dtype(helper.tensor_dtype_to_np_dtype(stash_type))
+    if jnp.dtype(x.dtype).itemsize > dtype.itemsize:
+        dtype = x.dtype
+    return _group_norm(x, scale, bias, num_groups, epsilon, dtype, per_group=False)
+
+
+@onnx_op("LRN", since=(1, 13), kind="norm")
+def lrn(x: Any, *, alpha: float = 1e-4, beta: float = 0.75, bias: float = 1.0,
+        size: int = 1) -> Any:
+    before, after = (size - 1) // 2, size - 1 - (size - 1) // 2
+    window = (1, size) + (1,) * (x.ndim - 2)
+    padding = ((0, 0), (before, after)) + ((0, 0),) * (x.ndim - 2)
+    square_sum = lax.reduce_window(jnp.square(x), np.array(0, x.dtype), lax.add, window,
+                                   (1,) * x.ndim, padding)
+    scale = jnp.array(bias, x.dtype) + jnp.array(alpha / size, x.dtype) * square_sum
+    return x / scale ** jnp.array(beta, x.dtype)
+
+
+@onnx_op("LpNormalization", since=(1, 22), kind="norm")
+def lp_normalization(x: Any, *, axis: int = -1, p: int = 2) -> Any:
+    if p == 1:
+        norm = jnp.sum(jnp.abs(x), axis=axis, keepdims=True)
+    else:
+        norm = jnp.sqrt(jnp.sum(jnp.square(x), axis=axis, keepdims=True))
+    zero = norm == 0  # a zero vector stays zero (ONNX: 0 / 0 = 0)
+    return jnp.where(zero, jnp.zeros((), x.dtype),
+                     x / jnp.where(zero, jnp.ones((), x.dtype), norm))
+
+
+@onnx_op("MeanVarianceNormalization", since=(9, 13), kind="norm")
+def mean_variance_normalization(x: Any, *, axes: Sequence[int] = (0, 2, 3)) -> Any:
+    axes = tuple(int(a) % x.ndim for a in axes)
+    mean = jnp.mean(x, axis=axes, keepdims=True)
+    var = jnp.mean(jnp.square(x), axis=axes, keepdims=True) - jnp.square(mean)
+    return (x - mean) / (jnp.sqrt(var) + jnp.array(1e-9, x.dtype))
+
+
+# -------------------------------------------------------------------------------- Dropout
+def _dropout(x: Any, ratio: float, training: bool, seed: Any, num_outputs: int,
+             mask_dtype: Any) -> Any:
+    if not training or ratio == 0:
+        y, mask = x, jnp.ones(x.shape, mask_dtype)
+    else:
+        key = jax.random.PRNGKey(int(seed) if seed is not None else 0)
+        keep = jax.random.uniform(key, x.shape, jnp.float32) >= jnp.float32(ratio)
+        y = jnp.where(keep, x / jnp.array(1.0 - ratio, x.dtype), jnp.zeros((), x.dtype))
+        mask = keep.astype(mask_dtype)
+    y = y + jnp.zeros((), x.dtype) if x.dtype != jnp.bool_ else y
+    return (y, mask) if num_outputs > 1 else y
+
+
+@onnx_op("Dropout", since=1)
+def dropout_1(x: Any, *, consumed_inputs: Sequence[int] = (), is_test: int = 0,
+              ratio: float = 0.5, num_outputs: int = 1) -> Any:
+    return _dropout(x, ratio, not is_test, None, num_outputs, x.dtype)
+
+
+@onnx_op("Dropout", since=6)
+def dropout_6(x: Any, *, is_test: int = 0, ratio: float = 0.5, num_outputs: int = 1) -> Any:
+    return _dropout(x, ratio, not is_test, None, num_outputs, x.dtype)
+
+
+@onnx_op("Dropout", since=7)
+def dropout_7(x: Any, *, ratio: float = 0.5, num_outputs: int = 1) -> Any:
+    return _dropout(x, ratio, False, None, num_outputs, x.dtype)
+
+
+@onnx_op("Dropout", since=10)
+def dropout_10(x: Any, *, ratio: float = 0.5, num_outputs: int = 1) -> Any:
+    return _dropout(x, ratio, False, None, num_outputs, jnp.bool_)
+
+
+@onnx_op("Dropout", since=(12, 13, 22), static=(1, 2))
+def dropout(x: Any, ratio: np.ndarray | None = None, training_mode: np.ndarray | None = None,
+            *, seed: int | None = None, num_outputs: int = 1) -> Any:
+    rate = 0.5 if ratio is None else float(np.asarray(ratio))
+    training = False if training_mode is None else bool(np.asarray(training_mode))
+    return _dropout(x, rate, training, seed, num_outputs, jnp.bool_)

@@ -1,0 +1,485 @@
+"""``popart.Builder``: build an ONNX model op by op, as PopART's Python API does.
+
+::
+
+    builder = popart.Builder()
+    i1 = builder.addInputTensor(popart.TensorInfo("FLOAT", [1, 2, 32, 32]))
+    i2 = builder.addInputTensor(popart.TensorInfo("FLOAT", [1, 2, 32, 32]))
+    o = builder.aiOnnx.add([i1, i2])
+    builder.addOutputTensor(o)
+    proto = builder.getModelProto()          # serialized onnx.ModelProto (bytes)
+
+The Builder holds an ``onnx.ModelProto`` and appends to its graph: tensor ids are strings
+(``"input"``, ``"Add:0"``, ``"scope/Add:0/1"``), operators are written by the opset
+objects (``builder.aiOnnx``, ``builder.aiOnnxOpset11``, ``builder.aiGraphcore``; see
+:mod:`ipuxl.popart.builder_onnx` and :mod:`ipuxl.popart.builder_graphcore`), and the IPU
+annotations (``virtualGraph``, ``pipelineStage``, ...; see
+:mod:`ipuxl.popart.builder_annotations`) are node attributes named as PopART names them
+(``__ipu_number``, ``__pipeline_stage``...), so a model saved here runs in PopART too.
+
+Shapes and types of computed tensors (``getTensorShape``, the types of the graph outputs
+in ``getModelProto``) come from ONNX shape inference, completed by ipuxl's own rules for
+``ai.graphcore`` nodes (:mod:`ipuxl.popart.builder_shapes`).
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+
+from ipuxl.popart.builder_annotations import AnnotationsMixin, RecomputeType
+from ipuxl.popart.builder_graphcore import AiGraphcoreOpset1, InitType
+from ipuxl.popart.builder_onnx import LATEST_OPSET, AiOnnx, onnx_opset_class
+from ipuxl.popart.errors import popart_exception
+from ipuxl.popart.tensor_info import TensorInfo, data_type_of
+
+__all__ = ["Builder", "AiOnnx", "AiGraphcore", "AiGraphcoreOpset1", "RecomputeType",
+           "InitType", "VariableSettings", "make_attribute"]
+
+AiGraphcore = AiGraphcoreOpset1
+_GRAPHCORE = "ai.graphcore"
+
+
+class VariableSettings:
+    """How a weight is shared across replicas (PopART's ``VariableSettings``); the Builder
+    records the choice and ipuxl's sessions read it."""
+
+    def __init__(self, sharedVariableDomain: Any = None,  # noqa: N803 - PopART's names
+                 retrievalMode: Any = None):
+        self.sharedVariableDomain = sharedVariableDomain  # noqa: N815
+        self.retrievalMode = retrievalMode  # noqa: N815
+
+
+class _Ids:
+    """Tensor ids of one model (a builder and its subgraph builders share them: ONNX names
+    are unique across a graph and its subgraphs)."""
+
+    def __init__(self) -> None:
+        self.used: set[str] = set()
+        self.graphs = 0
+
+    def fresh(self, base: str) -> str:
+        name, count = base, 0
+        while name in self.used:
+            count += 1
+            name = f"{base}/{count}"
+        self.used.add(name)
+        return name
+
+
+def _default_opsets() -> dict[str, int]:
+    from ipuxl.popart import operators
+
+    return {"ai.onnx": int(operators.defaultAiOnnxOpset),
+            _GRAPHCORE: int(operators.defaultAiGraphcoreOpset)}
+
+
+def _load(model_or_filename: Any) -> Any:
+    import onnx
+
+    if isinstance(model_or_filename, onnx.ModelProto):
+        model = onnx.ModelProto()
+        model.CopyFrom(model_or_filename)
+        return model
+    if isinstance(model_or_filename, (bytes, bytearray)):
+        return onnx.load_from_string(bytes(model_or_filename))
+    if isinstance(model_or_filename, (str, os.PathLike)):
+        path = os.fspath(model_or_filename)
+        if not os.path.exists(path):
+            raise popart_exception(f"Builder: no ONNX model file at {path!r} (pass a path, "
+                                   "the bytes of a ModelProto, or a ModelProto).")
+        return onnx.load(path)
+    raise TypeError(f"Builder(modelProtoOrFilename=...) takes a path, bytes or an "
+                    f"onnx.ModelProto, got {type(model_or_filename).__name__}.")
+
+
+class Builder(AnnotationsMixin):
+    """Builds an ONNX model (PopART's ``popart.Builder``).
+
+    Args:
+        modelProtoOrFilename: start from this model (a path, serialized bytes or an
+            ``onnx.ModelProto``) instead of an empty one.
+        opsets: ``{"ai.onnx": N, "ai.graphcore": 1}``: the opset versions of
+            ``builder.aiOnnx`` and ``builder.aiGraphcore`` (default
+            ``popart.defaultAiOnnxOpset``, 11).
+    """
+
+    def __init__(self, modelProtoOrFilename: Any = None,  # noqa: N803 - PopART's names
+                 opsets: dict[str, int] | None = None, *, _parent: Builder | None = None):
+        import onnx
+
+        self._parent = _parent
+        self._ids: _Ids = _parent._ids if _parent is not None else _Ids()
+        self._opsets = {**_default_opsets(), **(opsets or {})}
+        if modelProtoOrFilename is not None:
+            self._model = _load(modelProtoOrFilename)
+            self._used_opsets = {(o.domain or "ai.onnx"): int(o.version)
+                                 for o in self._model.opset_import}
+        else:
+            self._model = onnx.ModelProto()
+            self._used_opsets = {}
+        graph = self._model.graph
+        if not graph.name:
+            graph.name = "BuilderGraph" if self._ids.graphs == 0 else \
+                f"BuilderGraph_{self._ids.graphs}"
+        self._ids.graphs += 1
+        for name in self._all_names():
+            self._ids.used.add(name)
+        self._scopes: list[str] = []
+        self._context: dict[str, Any] = {}
+        self._version = 0  # bumped on every change (shape-inference cache key)
+        self._shape_cache: tuple[int, dict[str, tuple[list[int], int]]] | None = None
+        self._variable_settings: dict[str, VariableSettings] = {}
+        onnx_version = int(self._opsets["ai.onnx"])
+        if not 6 <= onnx_version <= LATEST_OPSET:
+            raise popart_exception(f"Builder: ai.onnx opset {onnx_version} is not available "
+                                   f"(6 to {LATEST_OPSET} are).")
+        self.aiOnnx = onnx_opset_class(onnx_version)(self)
+        self.aiGraphcore = AiGraphcoreOpset1(self)
+
+    # ------------------------------------------------------------------ opset objects
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        candidates = [n for n in dir(self) if not n.startswith("_")]
+        close = difflib.get_close_matches(name, candidates, n=3)
+        hint = f" Did you mean {', '.join(close)}?" if close else ""
+        raise AttributeError(f"'Builder' object has no attribute {name!r}.{hint}")
+
+    @property
+    def aiGraphcoreOpset1(self) -> AiGraphcoreOpset1:  # noqa: N802 - PopART's name
+        return AiGraphcoreOpset1(self)
+
+    def aiOnnxOpsetVersion(self, version: int) -> None:  # noqa: N802 - PopART's name
+        """Make ``builder.aiOnnx`` opset ``version``'s operators."""
+        self.aiOnnx = onnx_opset_class(int(version))(self)
+
+    # ------------------------------------------------------------------ tensors in
+    def addInputTensor(self, tensorInfo: Any, *args: Any,  # noqa: N802,N803 - PopART's
+                       debugContext: str = "") -> str:
+        """Add a graph input: ``addInputTensor(popart.TensorInfo("FLOAT", [2]), "x")`` or
+        ``addInputTensor("FLOAT", [2], "x")``. Returns its id."""
+        rest = list(args)
+        if isinstance(tensorInfo, TensorInfo):
+            info = tensorInfo
+        else:
+            if not rest:
+                raise TypeError("addInputTensor(dataType, shape, debugContext=''): the shape "
+                                "is missing.")
+            info = TensorInfo(tensorInfo, rest.pop(0))
+        for arg in rest:  # PopART's InputSettings may come first; a string names the input
+            if isinstance(arg, str):
+                debugContext = arg
+        name = self._ids.fresh(self._scoped(str(debugContext) or "input"))
+        self._model.graph.input.append(_value_info(name, info.dataType().value, info.shape()))
+        self._changed()
+        return name
+
+    def addUntypedInputTensor(self, debugContext: str = "") -> str:  # noqa: N802,N803
+        """Add an input without a type (for subgraphs whose inputs the caller types)."""
+        import onnx
+
+        name = self._ids.fresh(self._scoped(str(debugContext) or "input"))
+        self._model.graph.input.append(onnx.ValueInfoProto(name=name))
+        self._changed()
+        return name
+
+    def addInputTensorFromParentGraph(self, tensorId: str) -> None:  # noqa: N802,N803
+        """Use the parent graph's ``tensorId`` in this subgraph (ONNX subgraphs see their
+        parent's values, so this only checks that it exists)."""
+        if self._parent is None:
+            raise popart_exception("addInputTensorFromParentGraph: this Builder is not a "
+                                   "subgraph builder (see createSubgraphBuilder).")
+        self._parent._check_tensor(tensorId, "addInputTensorFromParentGraph")
+
+    def addInitializedInputTensor(self, initVal: Any, *args: Any,  # noqa: N802,N803
+                                  debugContext: str = "") -> str:
+        """Add a weight with value ``initVal`` (an initializer, also listed as an input,
+        as PopART writes it). ``addInitializedInputTensor(array, variableSettings,
+        debugContext)`` records how replicas share it. Returns its id."""
+        from onnx import numpy_helper
+
+        settings = None
+        for arg in args:
+            if isinstance(arg, str):
+                debugContext = arg
+            else:
+                settings = arg
+        array = np.asarray(initVal)
+        name = self._ids.fresh(self._scoped(str(debugContext) or "init_input"))
+        tensor = numpy_helper.from_array(array, name)
+        self._model.graph.initializer.append(tensor)
+        self._model.graph.input.append(_value_info(name, tensor.data_type, array.shape))
+        if settings is not None:
+            self._variable_settings[name] = settings
+        self._changed()
+        return name
+
+    def addOutputTensor(self, outputName: str) -> None:  # noqa: N802,N803 - PopART's names
+        """Make ``outputName`` a graph output."""
+        import onnx
+
+        self._check_tensor(outputName, "addOutputTensor")
+        if outputName in [o.name for o in self._model.graph.output]:
+            return
+        self._model.graph.output.append(onnx.ValueInfoProto(name=outputName))
+        self._changed()
+
+    # ------------------------------------------------------------------ the model
+    def getModelProto(self, humanReadable: bool = False) -> bytes:  # noqa: N802,N803
+        """The model, serialized (``onnx.load_from_string`` reads it); its text form with
+        ``humanReadable=True``."""
+        model = self._assembled()
+        if humanReadable:
+            return str(model).encode()
+        return model.SerializeToString(deterministic=True)
+
+    def saveModelProto(self, filename: str) -> None:  # noqa: N802 - PopART's name
+        with open(filename, "wb") as file:
+            file.write(self.getModelProto())
+
+    def setGraphName(self, name: str) -> None:  # noqa: N802 - PopART's name
+        self._model.graph.name = name
+        self._changed()
+
+    def createSubgraphBuilder(self) -> Builder:  # noqa: N802 - PopART's name
+        """A Builder for a subgraph (``If``/``Loop`` bodies, ``aiGraphcore.call``): pass it
+        as the graph attribute; it may read this builder's tensors."""
+        return Builder(opsets=self._opsets, _parent=self)
+
+    def graph_proto(self) -> Any:
+        """This builder's graph as an ``onnx.GraphProto`` (a subgraph attribute)."""
+        return self._assembled().graph
+
+    def reshape_const(self, aiOnnx: Any, args: list[str], shape: Iterable[int],  # noqa: N803
+                      debugContext: str = "") -> str:
+        """Reshape ``args[0]`` to ``shape`` through a Constant shape tensor."""
+        context = str(debugContext)
+        new_shape = aiOnnx.constant(np.asarray(list(shape), np.int64),
+                                    debugContext=f"{context}_const" if context else "")
+        return aiOnnx.reshape([args[0], new_shape], debugContext=context)
+
+    def customOp(self, opName: str, opVersion: int, domain: str,  # noqa: N802,N803
+                 inputs: list[str], attributes: dict[str, Any] | None = None,
+                 numOutputs: int = 1, name: str = "") -> list[str]:  # noqa: N803
+        """Add an operator of any domain; returns its output ids."""
+        return self.add_node(opName, list(inputs), dict(attributes or {}), int(numOutputs),
+                             domain=domain, version=int(opVersion), debug_context=name)
+
+    # ------------------------------------------------------------------ queries
+    def getInputTensorIds(self) -> list[str]:  # noqa: N802 - PopART's name
+        weights = {t.name for t in self._model.graph.initializer}
+        return [i.name for i in self._model.graph.input if i.name not in weights]
+
+    def getOutputTensorIds(self) -> list[str]:  # noqa: N802
+        return [o.name for o in self._model.graph.output]
+
+    def getValueTensorIds(self) -> list[str]:  # noqa: N802
+        """The ids the graph's nodes compute."""
+        return [o for node in self._model.graph.node for o in node.output if o]
+
+    def getTrainableTensorIds(self) -> list[str]:  # noqa: N802
+        """The initializers (weights)."""
+        return [t.name for t in self._model.graph.initializer]
+
+    def isInitializer(self, id: str) -> bool:  # noqa: N802,A002 - PopART's names
+        return id in {t.name for t in self._model.graph.initializer}
+
+    def getTensorShape(self, id: str) -> list[int]:  # noqa: N802,A002
+        """The shape of tensor ``id`` (from ONNX shape inference for computed tensors)."""
+        return list(self._type_of(id, "getTensorShape")[0])
+
+    def getTensorDataType(self, id: str) -> Any:  # noqa: N802,A002
+        return data_type_of(self._type_of(id, "getTensorDataType")[1])
+
+    def getTensorDtypeString(self, id: str) -> str:  # noqa: N802,A002
+        """NumPy's name of tensor ``id``'s type, e.g. ``"float32"``."""
+        return TensorInfo(self.getTensorDataType(id)).data_type_lcase()
+
+    def hasValueInfo(self, id: str) -> bool:  # noqa: N802,A002
+        return id in self._inferred_types()
+
+    def getNameScope(self, name: str = "") -> str:  # noqa: N802 - PopART's name
+        """The current name scope (``"a/b/"``) followed by ``name``."""
+        return self._scoped(name)
+
+    @contextmanager
+    def nameScope(self, name: str) -> Iterator[None]:  # noqa: N802 - PopART's name
+        """Prefix the ids of tensors made inside with ``name/``."""
+        self._scopes.append(str(name))
+        try:
+            yield
+        finally:
+            self._scopes.pop()
+
+    # ------------------------------------------------------------------ the node writer
+    def add_node(self, op_type: str, inputs: list[str], attributes: dict[str, Any],
+                 num_outputs: int, *, domain: str = "", version: int | None = None,
+                 debug_context: Any = "") -> list[str]:
+        """Append one node (the opset objects call this) and return its output ids.
+
+        ``attributes`` maps names to ``onnx.AttributeProto`` or plain values; the
+        annotations of the enclosing context managers (``virtualGraph``...) are added.
+        """
+        import onnx
+
+        where = f"{domain or 'ai.onnx'}.{op_type}"
+        for tensor_id in inputs:
+            if tensor_id:
+                self._check_tensor(tensor_id, where)
+        if version is not None:
+            self._require_opset(domain, version, where)
+        debug = str(debug_context or "")
+        base = self._scoped(debug or op_type)
+        outputs = [self._ids.fresh(f"{base}:{i}") for i in range(num_outputs)]
+        node = onnx.NodeProto(op_type=op_type, domain=domain, name=base)
+        node.input.extend(inputs)
+        node.output.extend(outputs)
+        for name, value in {**self._context, **attributes}.items():
+            node.attribute.append(make_attribute(name, value))
+        self._model.graph.node.append(node)
+        self._changed()
+        return outputs
+
+    # ------------------------------------------------------------------ internals
+    def _scoped(self, name: str) -> str:
+        return "".join(f"{s}/" for s in self._scopes) + name
+
+    def _changed(self) -> None:
+        self._version += 1
+
+    def _all_names(self) -> list[str]:
+        graph = self._model.graph
+        names = [i.name for i in graph.input] + [t.name for t in graph.initializer]
+        return names + [o for node in graph.node for o in node.output if o]
+
+    def _visible(self, tensor_id: str) -> bool:
+        builder: Builder | None = self
+        while builder is not None:
+            if tensor_id in builder._all_names():
+                return True
+            builder = builder._parent
+        return False
+
+    def _check_tensor(self, tensor_id: str, where: str) -> None:
+        if not isinstance(tensor_id, str):
+            raise TypeError(f"{where}: tensor ids are strings, got {type(tensor_id).__name__} "
+                            f"{tensor_id!r}.")
+        if self._visible(tensor_id):
+            return
+        known = self._all_names()
+        close = difflib.get_close_matches(tensor_id, known, n=3)
+        hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+        raise popart_exception(
+            f"{where}: no tensor {tensor_id!r} in this Builder's graph.{hint} Tensor ids are "
+            "the strings addInputTensor, addInitializedInputTensor and the op methods return.")
+
+    def _require_opset(self, domain: str, version: int, where: str) -> None:
+        key = domain or "ai.onnx"
+        used = self._used_opsets.get(key)
+        if used is None:
+            self._used_opsets[key] = version
+        elif used != version and key in ("ai.onnx", _GRAPHCORE):
+            raise popart_exception(
+                f"{where}: the model already uses {key} opset {used}; an ONNX model has one "
+                f"version per domain, so an opset {version} operator cannot join it. Use "
+                f"builder.aiOnnxOpset{used} (or Builder(opsets={{'ai.onnx': {version}}})).")
+        else:
+            self._used_opsets[key] = max(used, version)
+
+    def _opset_imports(self) -> list[Any]:
+        from onnx import helper
+
+        opsets = dict(self._used_opsets)
+        opsets.setdefault("ai.onnx", int(self._opsets["ai.onnx"]))
+        return [helper.make_opsetid("" if domain == "ai.onnx" else domain, version)
+                for domain, version in sorted(opsets.items())]
+
+    def _assembled(self, *, typed_outputs: bool = True) -> Any:
+        """A copy of the model with its opset imports, IR version and output types."""
+        import onnx
+        from onnx import helper
+
+        model = onnx.ModelProto()
+        model.CopyFrom(self._model)
+        del model.opset_import[:]
+        model.opset_import.extend(self._opset_imports())
+        if not model.ir_version:
+            onnx_imports = [o for o in model.opset_import if o.domain == ""]
+            model.ir_version = max(7, helper.find_min_ir_version_for(onnx_imports))
+        if typed_outputs:
+            types = self._inferred_types()
+            for output in model.graph.output:
+                if not output.type.HasField("tensor_type") and output.name in types:
+                    shape, elem_type = types[output.name]
+                    output.CopyFrom(_value_info(output.name, elem_type, shape))
+        return model
+
+    def _inferred_types(self) -> dict[str, tuple[list[int], int]]:
+        if self._shape_cache is None or self._shape_cache[0] != self._version:
+            from ipuxl.popart.builder_shapes import infer_types
+
+            self._shape_cache = (self._version, infer_types(self._assembled(typed_outputs=False)))
+        return self._shape_cache[1]
+
+    def _type_of(self, tensor_id: str, where: str) -> tuple[list[int], int]:
+        self._check_tensor(tensor_id, where)
+        types = self._inferred_types()
+        if tensor_id not in types:
+            raise popart_exception(f"{where}: the shape of {tensor_id!r} is not known (ONNX "
+                                   "shape inference could not find it).")
+        return types[tensor_id]
+
+
+def _value_info(name: str, elem_type: int, shape: Iterable[int]) -> Any:
+    from onnx import helper
+
+    return helper.make_tensor_value_info(name, int(elem_type), [int(d) for d in shape])
+
+
+def make_attribute(name: str, value: Any) -> Any:
+    """An ``onnx.AttributeProto`` from a Python value (ints, floats, strings, lists of them,
+    NumPy arrays, Builders for graphs)."""
+    import onnx
+    from onnx import helper, numpy_helper
+
+    if isinstance(value, onnx.AttributeProto):
+        if value.name != name:
+            copy = onnx.AttributeProto()
+            copy.CopyFrom(value)
+            copy.name = name
+            return copy
+        return value
+    if isinstance(value, Builder):
+        return helper.make_attribute(name, value.graph_proto())
+    if isinstance(value, np.ndarray):
+        return helper.make_attribute(name, numpy_helper.from_array(value))
+    if isinstance(value, (bool, np.bool_)):
+        return helper.make_attribute(name, int(value))
+    if isinstance(value, np.integer):
+        return helper.make_attribute(name, int(value))
+    if isinstance(value, np.floating):
+        return helper.make_attribute(name, float(value))
+    if isinstance(value, (list, tuple)):
+        items = [v.item() if isinstance(v, np.generic) else v for v in value]
+        if any(isinstance(v, Builder) for v in items):
+            items = [v.graph_proto() for v in items]
+        if not items:
+            return helper.make_attribute(name, [], attr_type=onnx.AttributeProto.INTS)
+        if all(isinstance(v, (int, bool)) for v in items):
+            items = [int(v) for v in items]
+        elif all(isinstance(v, (int, float)) for v in items):
+            items = [float(v) for v in items]
+        return helper.make_attribute(name, items)
+    return helper.make_attribute(name, value)
+
+
+for _version in range(6, LATEST_OPSET + 1):
+    setattr(Builder, f"aiOnnxOpset{_version}",
+            property(lambda self, v=_version: onnx_opset_class(v)(self)))
+del _version

@@ -1,0 +1,308 @@
+"""``builder.aiOnnx`` and ``builder.aiOnnxOpsetN``: one method per ONNX operator.
+
+The methods are made from ``onnx.defs``'s schemas of the opset, with PopART's
+signatures::
+
+    builder.aiOnnx.<op in lower case>(args, [num_outputs,] <attributes>, debugContext="")
+
+* ``args`` is the list of input tensor ids (absent for operators without inputs, such as
+  ``RandomNormal``); an optional input left out in the middle is ``""``.
+* ``num_outputs`` comes first for operators whose output count varies (``Split``,
+  ``MaxPool``, ``BatchNormalization``, ``Dropout`` (default 1), ``LSTM`` (default 3),
+  ``Loop``...); such methods return a list of ids, as do operators with several outputs
+  (``TopK``). The others return one id.
+* attributes follow, required ones first and then optional ones, each group in alphabetical
+  order (the order of PopART's generated API), with ONNX's defaults; an attribute left at
+  its default is not written. Graph attributes take a subgraph Builder
+  (``builder.createSubgraphBuilder()``); ``Cast``'s ``to`` and the ``dtype`` attributes
+  take PopART's type names (``"FLOAT16"``) as well as ONNX's numbers.
+* ``debugContext`` (or ``debugPrefix=``) names the node and its outputs.
+
+Names differ from the operator where PopART's do: ``logical_and``, ``logical_or``,
+``logical_not``, ``logical_xor`` and ``logical_if``. ``constant(value,
+is_value_sufficient=False, debugContext="")`` takes a NumPy array.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import inspect
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ipuxl.popart.errors import popart_exception
+
+__all__ = ["AiOnnx", "onnx_opset_class", "op_table", "OpSpec", "LATEST_OPSET"]
+
+
+def _latest_opset() -> int:
+    import onnx.defs
+
+    return int(onnx.defs.onnx_opset_version())
+
+
+LATEST_OPSET = _latest_opset()
+_METHOD_NAMES = {"And": "logical_and", "Or": "logical_or", "Not": "logical_not",
+                 "Xor": "logical_xor", "If": "logical_if"}
+_DEFAULT_OUTPUTS = {"Dropout": 1, "LSTM": 3, "GRU": 2, "RNN": 2}
+_TYPE_ATTRIBUTES = ("to", "dtype")  # INT attributes that hold an element type
+_UNBOUNDED = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class AttributeSpec:
+    name: str
+    type: int  # onnx.AttributeProto.AttributeType
+    required: bool
+    default: Any  # None when the schema has none
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    """One operator as an opset's method sees it."""
+
+    op_type: str
+    since: int
+    min_inputs: int
+    max_inputs: int
+    min_outputs: int
+    max_outputs: int
+    attributes: tuple[AttributeSpec, ...]
+
+    @property
+    def variable_outputs(self) -> bool:
+        return self.min_outputs != self.max_outputs
+
+    @property
+    def takes_args(self) -> bool:
+        return self.max_inputs > 0
+
+
+def _attribute_default(attribute: Any) -> Any:
+    from onnx import helper
+
+    proto = attribute.default_value
+    if proto.type == 0:
+        return None
+    value = helper.get_attribute_value(proto)
+    if isinstance(value, bytes):
+        return value.decode()
+    if isinstance(value, list):
+        return [v.decode() if isinstance(v, bytes) else v for v in value]
+    if isinstance(value, float):
+        return float(str(np.float32(value)))  # 1e-05, not 9.999999747378752e-06
+    return value
+
+
+def _spec(schema: Any) -> OpSpec:
+    attributes = [AttributeSpec(a.name, int(a.type.value), bool(a.required),
+                                _attribute_default(a))
+                  for a in schema.attributes.values()]
+    attributes.sort(key=lambda a: (not a.required, a.name))
+    max_inputs = min(int(schema.max_input), _UNBOUNDED)
+    return OpSpec(schema.name, int(schema.since_version), int(schema.min_input), max_inputs,
+                  int(schema.min_output), min(int(schema.max_output), _UNBOUNDED),
+                  tuple(attributes))
+
+
+@functools.cache
+def op_table(version: int) -> dict[str, OpSpec]:
+    """``{method name: OpSpec}`` of ai.onnx opset ``version`` (deprecated operators
+    excluded)."""
+    import onnx.defs
+
+    newest: dict[str, Any] = {}
+    for schema in onnx.defs.get_all_schemas_with_history():
+        if schema.domain not in ("", "ai.onnx") or schema.since_version > version:
+            continue
+        known = newest.get(schema.name)
+        if known is None or schema.since_version > known.since_version:
+            newest[schema.name] = schema
+    return {_METHOD_NAMES.get(name, name.lower()): _spec(schema)
+            for name, schema in sorted(newest.items()) if not schema.deprecated}
+
+
+def _python_default(attribute: AttributeSpec) -> Any:
+    from onnx import AttributeProto
+
+    if attribute.required:
+        return inspect.Parameter.empty
+    if attribute.default is not None:
+        return attribute.default
+    if attribute.type in (AttributeProto.INTS, AttributeProto.FLOATS, AttributeProto.STRINGS):
+        return []
+    return None
+
+
+@functools.cache
+def _signature(spec: OpSpec) -> inspect.Signature:
+    kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    params = []
+    if spec.takes_args:
+        params.append(inspect.Parameter("args", kind))
+    if spec.variable_outputs:
+        default = _DEFAULT_OUTPUTS.get(spec.op_type, inspect.Parameter.empty)
+        params.append(inspect.Parameter("num_outputs", kind, default=default))
+    for attribute in spec.attributes:
+        if spec.variable_outputs and attribute.name == "num_outputs":
+            continue  # Split-18's attribute: written from the method's num_outputs
+        params.append(inspect.Parameter(attribute.name, kind,
+                                        default=_python_default(attribute)))
+    params.append(inspect.Parameter("debugContext", kind, default=""))
+    return inspect.Signature(params)
+
+
+def _same(value: Any, default: Any) -> bool:
+    if default is None:
+        return False
+    if isinstance(default, list):
+        return isinstance(value, (list, tuple)) and list(value) == default
+    try:
+        return bool(value == default)
+    except (TypeError, ValueError):  # arrays
+        return False
+
+
+def _empty(value: Any) -> bool:
+    return value is None or (isinstance(value, (list, tuple)) and len(value) == 0)
+
+
+def _attribute_value(spec: OpSpec, attribute: AttributeSpec, value: Any) -> Any:
+    """The value to write, converted as the schema's type says."""
+    from onnx import AttributeProto
+
+    from ipuxl.popart.tensor_info import data_type_of
+
+    kind = attribute.type
+    if kind == AttributeProto.INT:
+        if attribute.name in _TYPE_ATTRIBUTES and not isinstance(value, (int, np.integer)):
+            return int(data_type_of(value).value)
+        return int(value)
+    if kind == AttributeProto.FLOAT:
+        return float(value)
+    if kind == AttributeProto.STRING:
+        return str(value)
+    if kind == AttributeProto.INTS:
+        return [int(v) for v in value]
+    if kind == AttributeProto.FLOATS:
+        return [float(v) for v in value]
+    if kind == AttributeProto.STRINGS:
+        return [str(v) for v in value]
+    if kind == AttributeProto.TENSOR:
+        return np.asarray(value)
+    return value  # graphs (Builders or GraphProtos), tensors lists
+
+
+class AiOnnx:
+    """The ai.onnx operators of one opset as methods (see the module docstring); the
+    subclasses ``AiOnnxOpset6`` ... fix the version."""
+
+    version: int = 0
+
+    def __init__(self, builder: Any):
+        self._builder = builder
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        spec = op_table(self.version).get(name)
+        if spec is None:
+            raise AttributeError(_unknown_message(type(self).__name__, name, self.version))
+        method = _make_method(self, name, spec)
+        self.__dict__[name] = method
+        return method
+
+    def __dir__(self) -> list[str]:
+        return sorted(set(super().__dir__()) | set(op_table(self.version)))
+
+    def constant(self, value: Any, is_value_sufficient: bool = False,
+                 debugContext: Any = "", *, debugPrefix: Any = None) -> str:  # noqa: N803
+        """A Constant node holding ``value`` (a NumPy array; its dtype is kept).
+        ``is_value_sufficient`` is PopART's hint that only the value matters; ipuxl
+        always folds constants."""
+        array = np.asarray(value)
+        name = debugPrefix if debugPrefix is not None else debugContext
+        return self._builder.add_node("Constant", [], {"value": array}, 1, domain="",
+                                      version=self.version, debug_context=name)[0]
+
+
+def _unknown_message(owner: str, name: str, version: int) -> str:
+    close = difflib.get_close_matches(name, list(op_table(version)), n=3)
+    hint = f" Did you mean {', '.join(close)}?" if close else ""
+    return (f"'{owner}' has no operator method {name!r} (ai.onnx opset {version}).{hint} "
+            "The methods are the ONNX operators in lower case, e.g. aiOnnx.matmul; And/Or/"
+            "Not/Xor/If are logical_and, logical_or, logical_not, logical_xor, logical_if.")
+
+
+def _make_method(opset: AiOnnx, name: str, spec: OpSpec) -> Any:
+    signature = _signature(spec)
+
+    def method(*args: Any, **kwargs: Any) -> Any:
+        if "debugPrefix" in kwargs:
+            kwargs["debugContext"] = kwargs.pop("debugPrefix")
+        if "outputs" in kwargs and spec.variable_outputs:
+            kwargs["num_outputs"] = kwargs.pop("outputs")
+        try:
+            bound = signature.bind(*args, **kwargs)
+        except TypeError as error:
+            raise TypeError(f"aiOnnx.{name}{signature}: {error}") from None
+        bound.apply_defaults()
+        return _write(opset, name, spec, dict(bound.arguments))
+
+    method.__name__ = name
+    method.__qualname__ = f"{type(opset).__name__}.{name}"
+    method.__signature__ = signature  # type: ignore[attr-defined]
+    method.__doc__ = (f"Add an ONNX {spec.op_type}-{spec.since} node "
+                      f"(https://onnx.ai/onnx/operators/onnx__{spec.op_type}.html).")
+    return method
+
+
+def _write(opset: AiOnnx, name: str, spec: OpSpec, arguments: dict[str, Any]) -> Any:
+    inputs = list(arguments.pop("args", []))
+    if isinstance(inputs, str):
+        inputs = [inputs]
+    debug = arguments.pop("debugContext")
+    where = f"aiOnnx.{name} ({spec.op_type}-{spec.since})"
+    if not spec.min_inputs <= len(inputs) <= spec.max_inputs:
+        expected = (f"{spec.min_inputs}" if spec.min_inputs == spec.max_inputs
+                    else f"{spec.min_inputs} to "
+                    f"{'any number' if spec.max_inputs == _UNBOUNDED else spec.max_inputs}")
+        raise popart_exception(f"{where} takes {expected} input(s), got {len(inputs)}: "
+                               f"{inputs}.")
+    count = spec.max_outputs
+    if spec.variable_outputs:
+        count = int(arguments.pop("num_outputs"))
+        if not spec.min_outputs <= count <= spec.max_outputs:
+            raise popart_exception(f"{where}: num_outputs={count} is not between "
+                                   f"{spec.min_outputs} and {spec.max_outputs}.")
+    attributes: dict[str, Any] = {}
+    for attribute in spec.attributes:
+        if attribute.name not in arguments:
+            continue
+        value = arguments[attribute.name]
+        if not attribute.required and (_empty(value) or _same(value, attribute.default)):
+            continue
+        if attribute.required and value is None:
+            raise popart_exception(f"{where}: attribute {attribute.name!r} is required.")
+        attributes[attribute.name] = _attribute_value(spec, attribute, value)
+    if spec.op_type == "Split" and any(a.name == "num_outputs" for a in spec.attributes) \
+            and len(inputs) < 2:
+        attributes["num_outputs"] = count  # Split-18: sizes from the output count
+    outputs = opset._builder.add_node(spec.op_type, inputs, attributes, count, domain="",
+                                      version=opset.version, debug_context=debug)
+    if spec.variable_outputs or spec.max_outputs > 1:
+        return outputs
+    return outputs[0]
+
+
+@functools.cache
+def onnx_opset_class(version: int) -> type[AiOnnx]:
+    """The class ``AiOnnxOpset<version>``."""
+    if not 6 <= version <= LATEST_OPSET:
+        raise popart_exception(f"There is no ai.onnx opset {version} (6 to {LATEST_OPSET} "
+                               "are available).")
+    return type(f"AiOnnxOpset{version}", (AiOnnx,), {"version": version,
+                                                      "__module__": __name__})

@@ -1,0 +1,180 @@
+"""PopART's tensor types: ``DataType``, ``TensorInfo`` and ``InputShapeInfo``.
+
+``popart.TensorInfo("FLOAT", [1, 2, 32, 32])`` describes a graph input for
+``Builder.addInputTensor``; ``popart.InputShapeInfo`` gives sessions the shapes of inputs
+whose dimensions an ONNX model leaves symbolic::
+
+    info = popart.TensorInfo("INT32", [4])
+    info.data_type_lcase()   # "int32" (NumPy's name)
+    shapes = popart.InputShapeInfo()
+    shapes.add("labels", info)
+
+``DataType``'s values are ONNX's ``TensorProto`` element types, so a ``DataType`` converts
+to and from ONNX without a table. PopART's two float8 formats map to ONNX's ``FNUZ``
+float8 types, which have the same bias.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from enum import IntEnum
+from typing import Any
+
+import numpy as np
+
+__all__ = ["DataType", "TensorInfo", "InputShapeInfo", "data_type_of"]
+
+
+class DataType(IntEnum):
+    """PopART's element types (values: ONNX ``TensorProto.DataType``)."""
+
+    UNDEFINED = 0
+    FLOAT = 1
+    UINT8 = 2
+    INT8 = 3
+    UINT16 = 4
+    INT16 = 5
+    INT32 = 6
+    INT64 = 7
+    STRING = 8
+    BOOL = 9
+    FLOAT16 = 10
+    DOUBLE = 11
+    UINT32 = 12
+    UINT64 = 13
+    COMPLEX64 = 14
+    COMPLEX128 = 15
+    BFLOAT16 = 16
+    FLOAT8_143 = 18  # ONNX FLOAT8E4M3FNUZ
+    FLOAT8_152 = 20  # ONNX FLOAT8E5M2FNUZ
+    UINT4 = 21
+    INT4 = 22
+
+
+# DataType -> NumPy's name (PopART's ``data_type_lcase``).
+_LCASE = {
+    DataType.FLOAT: "float32", DataType.UINT8: "uint8", DataType.INT8: "int8",
+    DataType.UINT16: "uint16", DataType.INT16: "int16", DataType.INT32: "int32",
+    DataType.INT64: "int64", DataType.STRING: "string", DataType.BOOL: "bool",
+    DataType.FLOAT16: "float16", DataType.DOUBLE: "float64", DataType.UINT32: "uint32",
+    DataType.UINT64: "uint64", DataType.COMPLEX64: "complex64",
+    DataType.COMPLEX128: "complex128", DataType.BFLOAT16: "bfloat16",
+    DataType.FLOAT8_143: "float8_143", DataType.FLOAT8_152: "float8_152",
+    DataType.UINT4: "uint4", DataType.INT4: "int4", DataType.UNDEFINED: "undefined",
+}
+_BYTES = {
+    DataType.FLOAT: 4, DataType.UINT8: 1, DataType.INT8: 1, DataType.UINT16: 2,
+    DataType.INT16: 2, DataType.INT32: 4, DataType.INT64: 8, DataType.BOOL: 1,
+    DataType.FLOAT16: 2, DataType.DOUBLE: 8, DataType.UINT32: 4, DataType.UINT64: 8,
+    DataType.COMPLEX64: 8, DataType.COMPLEX128: 16, DataType.BFLOAT16: 2,
+    DataType.FLOAT8_143: 1, DataType.FLOAT8_152: 1,
+}
+# Other spellings users write: NumPy names, ONNX's "FLOAT32"-style names.
+_ALIASES = {"FLOAT32": DataType.FLOAT, "HALF": DataType.FLOAT16, "FLOAT64": DataType.DOUBLE}
+
+
+def data_type_of(value: Any) -> DataType:
+    """A ``DataType`` from PopART's name (``"FLOAT"``), NumPy's (``"float32"``, a NumPy
+    dtype), a ``DataType`` or an ONNX element-type number.
+
+    Raises:
+        ValueError: the name is not a PopART data type.
+    """
+    if isinstance(value, DataType):
+        return value
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        return DataType(int(value))
+    if isinstance(value, str):
+        upper = value.upper()
+        if upper in DataType.__members__:
+            return DataType[upper]
+        if upper in _ALIASES:
+            return _ALIASES[upper]
+        for data_type, lcase in _LCASE.items():
+            if lcase == value.lower():
+                return data_type
+        known = ", ".join(repr(n) for n in DataType.__members__ if n != "UNDEFINED")
+        raise ValueError(f"{value!r} is not a PopART data type: use one of {known}.")
+    try:
+        dtype = np.dtype(value)
+    except TypeError:
+        raise TypeError(f"Expected a data type name such as 'FLOAT', got "
+                        f"{type(value).__name__} {value!r}.") from None
+    return data_type_of(dtype.name)
+
+
+class TensorInfo:
+    """A data type and a shape: ``TensorInfo("FLOAT", [1, 2])`` or
+    ``TensorInfo(DataType.FLOAT, [1, 2])``."""
+
+    def __init__(self, dataType: Any, shape: Iterable[int] = ()):  # noqa: N803 - PopART's
+        self._data_type = data_type_of(dataType)
+        self._shape = [int(d) for d in shape]
+
+    def dataType(self) -> DataType:  # noqa: N802 - PopART's name
+        return self._data_type
+
+    def data_type(self) -> str:
+        """PopART's name of the type, e.g. ``"FLOAT"``."""
+        return self._data_type.name
+
+    def data_type_lcase(self) -> str:
+        """NumPy's name of the type, e.g. ``"float32"``."""
+        return _LCASE[self._data_type]
+
+    def shape(self) -> list[int]:
+        return list(self._shape)
+
+    def dim(self, index: int) -> int:
+        return self._shape[index]
+
+    def rank(self) -> int:
+        return len(self._shape)
+
+    def nelms(self) -> int:
+        return int(np.prod(self._shape, dtype=np.int64))
+
+    def nbytes(self) -> int:
+        return self.nelms() * _BYTES.get(self._data_type, 0)
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, TensorInfo) and other._data_type == self._data_type
+                and other._shape == self._shape)
+
+    def __hash__(self) -> int:
+        return hash((self._data_type, tuple(self._shape)))
+
+    def __repr__(self) -> str:
+        return f"TensorInfo({self.data_type()!r}, {self._shape})"
+
+    def __str__(self) -> str:
+        return f"({self.data_type()},[{','.join(str(d) for d in self._shape)}])"
+
+
+class InputShapeInfo:
+    """``TensorInfo`` by tensor id, for inputs whose shapes the model leaves open."""
+
+    def __init__(self) -> None:
+        self._infos: dict[str, TensorInfo] = {}
+
+    def add(self, id: str, info: TensorInfo) -> None:  # noqa: A002 - PopART's name
+        if not isinstance(info, TensorInfo):
+            raise TypeError(f"InputShapeInfo.add takes a popart.TensorInfo, got "
+                            f"{type(info).__name__}.")
+        self._infos[id] = info
+
+    def get(self, id: str) -> TensorInfo:  # noqa: A002
+        if id not in self._infos:
+            raise KeyError(f"InputShapeInfo has no entry for {id!r} (it has "
+                           f"{sorted(self._infos)}).")
+        return self._infos[id]
+
+    def has(self, id: str) -> bool:  # noqa: A002
+        return id in self._infos
+
+    def getAllTensorInfo(self) -> dict[str, TensorInfo]:  # noqa: N802 - PopART's name
+        return dict(self._infos)
+
+    def shapes(self) -> dict[str, list[int]]:
+        """``{id: shape}``, the form :func:`ipuxl.onnx.model_to_ir` takes."""
+        return {name: info.shape() for name, info in self._infos.items()}
