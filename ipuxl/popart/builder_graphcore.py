@@ -150,6 +150,18 @@ class AiGraphcoreOpset1:
         return self._node("GroupNormalization", args, attributes, inputs=(3, 3),
                           debug=debugContext, outputs=3)
 
+    def lstm(self, args: list[str], outputFullSequence: int = 1,  # noqa: N803
+             debugContext: Any = "") -> list[str]:  # noqa: N803
+        """PopART's LSTM of ``[x, weights, biases, (initial_state)]``; returns ``[output,
+        cell_state]`` (see :func:`ipuxl.onnx.ops.graphcore.lstm` for the layouts)."""
+        return self._node("LSTM", args, {"output_full_sequence": int(outputFullSequence)},
+                          inputs=(3, 5), debug=debugContext, outputs=2)
+
+    def convflipweights(self, args: list[str], group: int = 1,
+                        debugContext: Any = "") -> str:  # noqa: N803
+        """The weights of the transposed convolution (channels swapped, kernel flipped)."""
+        return self._one("ConvFlipWeights", args, debugContext, group=int(group))
+
     def subsample(self, args: list[str], strides: list[int], debugContext: Any = ""  # noqa: N803
                   ) -> str:
         """Every ``strides[i]``-th element along each axis ``i``."""

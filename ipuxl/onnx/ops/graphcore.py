@@ -194,6 +194,55 @@ def group_normalization(x: Any, weight: Any, bias: Any, *, num_groups: int,
             inv_std.reshape(-1).astype(x.dtype))
 
 
+@onnx_op("ConvFlipWeights", domain=GRAPHCORE, kind="copy")
+def conv_flip_weights(weights: Any, *, group: int = 1, dilations: tuple[int, ...] = (),
+                      pads: tuple[int, ...] = (), strides: tuple[int, ...] = (),
+                      kernel_shape: tuple[int, ...] = ()) -> Any:
+    """The weights of the transposed convolution: ``[C_out, C_in / g, *k]`` becomes
+    ``[C_in, C_out / g, *k]`` (input and output channels swapped within each group) with
+    the spatial axes reversed. The convolution's other attributes do not change it."""
+    c_out, c_in_g, *kernel = weights.shape
+    grouped = weights.reshape(group, c_out // group, c_in_g, *kernel)
+    swapped = jnp.swapaxes(grouped, 1, 2).reshape(c_in_g * group, c_out // group, *kernel)
+    return jnp.flip(swapped, axis=tuple(range(2, weights.ndim)))
+
+
+@onnx_op("LSTM", domain=GRAPHCORE, kind="matmul")
+def lstm(x: Any, weights: Any, biases: Any, initial_state: Any = None,
+         seq_lens: Any = None, *, output_full_sequence: int = 1,
+         activation: str = "Tanh", recurrent_activation: str = "Sigmoid",
+         available_memory_proportion: float = 0.6) -> tuple[Any, Any]:
+    """PopART's own LSTM (poplibs' cell): ``x`` is ``[seq, batch, input]``, ``weights``
+    ``[4, input + hidden, hidden]`` and ``biases`` ``[4, hidden]`` in poplibs' gate order
+    (forget, input, candidate, output), ``initial_state`` ``[2, batch, hidden]`` (output,
+    cell). Returns the outputs (``[seq, batch, hidden]``, or the last one with
+    ``output_full_sequence=0``) and the final cell state."""
+    from jax import lax
+
+    hidden = weights.shape[-1]
+    batch = x.shape[1]
+    if initial_state is None:
+        h0 = jnp.zeros((batch, hidden), x.dtype)
+        c0 = jnp.zeros((batch, hidden), x.dtype)
+    else:
+        h0, c0 = initial_state[0], initial_state[1]
+    act = {"Tanh": jnp.tanh, "Sigmoid": jax.nn.sigmoid, "Relu": jax.nn.relu}
+    gate, cell_act = act[recurrent_activation], act[activation]
+
+    def step(carry: tuple[Any, Any], xt: Any) -> tuple[tuple[Any, Any], Any]:
+        h, c = carry
+        joined = jnp.concatenate([xt, h], axis=-1)
+        pre = jnp.einsum("bi,gih->gbh", joined, weights,
+                         precision=lax.Precision.HIGHEST) + biases[:, None, :]
+        forget, inp, candidate, out = gate(pre[0]), gate(pre[1]), cell_act(pre[2]), gate(pre[3])
+        c = forget * c + inp * candidate
+        h = out * cell_act(c)
+        return (h, c), h
+
+    (h, c), outputs = lax.scan(step, (h0, c0), x)
+    return (outputs if output_full_sequence else h), c
+
+
 @onnx_op("Subsample", domain=GRAPHCORE, kind="copy")
 def subsample(x: Any, *, strides: tuple[int, ...] = ()) -> Any:
     return x[tuple(slice(None, None, int(s)) for s in strides)]
