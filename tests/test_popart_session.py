@@ -379,3 +379,22 @@ def test_seed_environment_variables_write_the_ir_and_the_tile_map(tmp_path, monk
     cpu_session = popart.InferenceSession(linear_model(), flow, cpu())
     cpu_session.prepareDevice()
     assert cpu_session.getSummaryReport() == "Execution profiling not enabled"
+
+
+def test_input_shape_info_fixes_symbolic_dimensions():
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3])
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    flow = popart.DataFlow(1, {"y": popart.AnchorReturnType("ALL")})
+    with pytest.raises(popart.popart_exception, match="dimension 'batch' without a size.*"
+                       "inputShapeInfo.add"):
+        popart.InferenceSession(proto, flow, cpu())
+    shapes = popart.InputShapeInfo()
+    shapes.add("x", popart.TensorInfo("FLOAT", [5, 3]))
+    session = popart.InferenceSession(proto, flow, cpu(), inputShapeInfo=shapes)
+    session.prepareDevice()
+    anchors = session.initAnchorArrays()
+    data = RNG.randn(5, 3).astype(np.float32)
+    session.run(popart.PyStepIO({"x": data}, anchors))
+    np.testing.assert_array_equal(anchors["y"], np.maximum(data, 0))
