@@ -101,17 +101,19 @@ def test_step_io_callback_feeds_micro_batches_and_receives_anchors():
 # ----------------------------------------------------------------------------- training
 def reference_sgd(x: np.ndarray, steps: int, accumulation: int, replicas: int, lr: float,
                   momentum: float, lam: float = 0.1, mean: bool = False
-                  ) -> tuple[np.ndarray, list[float], list[np.ndarray], np.ndarray]:
+                  ) -> tuple[np.ndarray, list[float], list[np.ndarray], np.ndarray, np.ndarray]:
     """L1 loss ``lam * sum|relu(x @ w)|`` trained with PopART's SGD; x is
     ``[steps, accumulation, replicas, batch, 3]``."""
     w, v, losses, grads = W0.copy(), np.zeros_like(W0), [], []
     y_sum = np.zeros((replicas, x.shape[3], 4), np.float32)
+    ms = np.zeros((steps, accumulation, replicas, x.shape[3], 4), np.float32)
     for step in range(steps):
         total = np.zeros_like(w)
         for a in range(accumulation):
             for r in range(replicas):
                 xb = x[step, a, r]
                 m = xb @ w
+                ms[step, a, r] = m
                 y = np.maximum(m, 0)
                 y_sum[r] += y
                 losses.append(lam * np.abs(y).sum())
@@ -122,7 +124,7 @@ def reference_sgd(x: np.ndarray, steps: int, accumulation: int, replicas: int, l
             total /= accumulation * replicas
         v = momentum * v + total
         w = w - lr * v
-    return w, losses, grads, y_sum
+    return w, losses, grads, y_sum, ms
 
 
 @pytest.mark.parametrize("accumulation,replicas", [(1, 1), (2, 1), (2, 2)])
@@ -140,7 +142,8 @@ def test_training_matches_numpy_over_accumulation_and_replication(accumulation, 
                                                               "tilesPerIPU": 64})
     flow = popart.DataFlow(steps, {"loss": popart.AnchorReturnType("ALL"),
                                    "Gradient___w": popart.AnchorReturnType("FINAL"),
-                                   "y": popart.AnchorReturnType("SUM")})
+                                   "y": popart.AnchorReturnType("SUM"),
+                                   "m": popart.AnchorReturnType("EVERYN", 2)})
     optimizer = popart.SGD({"defaultLearningRate": (0.05, False),
                             "defaultMomentum": (0.9, True)})
     session = popart.TrainingSession(linear_model(), flow, losses=[popart.L1Loss("y", "loss", 0.1)],
@@ -157,7 +160,8 @@ def test_training_matches_numpy_over_accumulation_and_replication(accumulation, 
     weights = {"w": np.zeros((3, 4), np.float32)}
     session.weightsToHost()
     session.readWeights(popart.PyWeightsIO(weights))
-    expected, losses, grads, y_sum = reference_sgd(x, steps, accumulation, replicas, 0.05, 0.9)
+    expected, losses, grads, y_sum, ms = reference_sgd(x, steps, accumulation, replicas, 0.05,
+                                                       0.9)
     np.testing.assert_allclose(weights["w"], expected, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(anchors["loss"].reshape(-1), losses, rtol=1e-5)
     last = np.stack(grads[-replicas:])
@@ -166,6 +170,10 @@ def test_training_matches_numpy_over_accumulation_and_replication(accumulation, 
                                last if replicas > 1 else last[0], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(anchors["y"], y_sum.reshape(anchors["y"].shape), rtol=1e-5,
                                atol=1e-6)
+    every_second = ms[1::2]  # EVERYN(2) over 2 batches: batch 1, [1, accl, repl, 2, 4]
+    assert anchors["m"].shape == tuple(d for d in every_second.shape[1:3] if d > 1) + (2, 4)
+    np.testing.assert_allclose(anchors["m"], every_second.reshape(anchors["m"].shape),
+                               rtol=1e-5, atol=1e-6)
 
 
 def test_mean_reduction_divides_accumulated_gradients():
@@ -181,7 +189,7 @@ def test_mean_reduction_divides_accumulated_gradients():
     anchors = session.initAnchorArrays()
     x = RNG.randn(1, 3, 1, 2, 3).astype(np.float32)
     session.run(popart.PyStepIO({"x": x.reshape(3, 2, 3)}, anchors))
-    expected, losses, _, _ = reference_sgd(x, 1, 3, 1, 0.1, 0.0, mean=True)
+    expected, losses, _, _, _ = reference_sgd(x, 1, 3, 1, 0.1, 0.0, mean=True)
     weights = {"w": np.zeros((3, 4), np.float32)}
     session.weightsToHost()
     session.readWeights(popart.PyWeightsIO(weights))
