@@ -154,3 +154,22 @@ def test_backend_interface():
     assert backend.supports_device("CPU") and not backend.supports_device("FPGA")
     with pytest.raises(ValueError, match="inputs \\['b'\\] were not given"):
         backend.prepare(onnx_model).run({"a": a})
+
+
+def test_gradient_operator_uses_autodiff():
+    # d sum(tanh(a * b)) / da and / db, with b also read outside the gradient.
+    nodes = [helper.make_node("Mul", ["a", "b"], ["c"]),
+             helper.make_node("Tanh", ["c"], ["y"]),
+             helper.make_node("Gradient", ["a", "b"], ["da", "db"], xs=["a", "b"], y="y",
+                              domain="ai.onnx.preview.training")]
+    onnx_model = model(nodes, [value("a", [3]), value("b", [3])],
+                       [value("y", None), value("da", None), value("db", None)])
+    onnx_model.opset_import.append(helper.make_opsetid("ai.onnx.preview.training", 1))
+    program = model_to_ir(onnx_model)
+    a = np.array([0.1, -0.5, 2.0], np.float32)
+    b = np.array([1.5, 0.3, -0.2], np.float32)
+    out = run(program, {"a": a, "b": b})
+    slope = 1 - np.tanh(a * b) ** 2
+    np.testing.assert_allclose(out["da"], slope * b, rtol=1e-6)
+    np.testing.assert_allclose(out["db"], slope * a, rtol=1e-6)
+    assert "gradient_of_y" in str(program.ir)

@@ -239,13 +239,19 @@ class Importer:
     opsets: dict[str, int]
     known: dict[str, np.ndarray] = field(default_factory=dict)
     on_node: Callable[[Any, list[Value]], None] | None = None
+    #: the GraphProtos being imported, innermost last (``Gradient`` reads its own graph)
+    graphs: list[Any] = field(default_factory=list)
     _constants: dict[tuple[int, str, int], tuple[Any, Tensor]] = field(default_factory=dict)
 
     def run(self, graph: Any, env: dict[str, Value]) -> dict[str, Value]:
         """Import ``graph``'s nodes; ``env`` has its inputs and initializers and gets
         every value the nodes make. Returns ``env``."""
-        for node in graph.node:
-            self.run_node(node, env)
+        self.graphs.append(graph)
+        try:
+            for node in graph.node:
+                self.run_node(node, env)
+        finally:
+            self.graphs.pop()
         return env
 
     def run_node(self, node: Any, env: dict[str, Value]) -> list[Value]:

@@ -6,7 +6,8 @@
 * ``tensor``: shapes, indexing, slicing, reductions, scatter/gather, sorting;
 * ``nn``: convolutions, pooling, normalizations, resizing, recurrent layers, losses;
 * ``attention``: attention and the transformer-era operators;
-* ``control_flow``: If, Loop, Scan;
+* ``control_flow``: If, Loop, Scan, and the sequence and optional operators;
+* ``gradient``: ``Gradient`` of the training domain, by ipuxl's autodiff;
 * ``graphcore``: the ``ai.graphcore`` domain that ``popart.Builder().aiGraphcore`` writes.
 """
 
@@ -14,6 +15,7 @@ from ipuxl.onnx.ops import (  # noqa: F401 - each module declares its rules
     attention,
     constants,
     control_flow,
+    gradient,
     graphcore,
     math,
     nn,
