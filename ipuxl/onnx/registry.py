@@ -104,9 +104,9 @@ def _register(rule: Rule) -> None:
 def _keyword_names(fn: Callable[..., Any]) -> tuple[frozenset[str], bool]:
     params = inspect.signature(fn).parameters.values()
     names = {p.name for p in params if p.kind is p.KEYWORD_ONLY}
-    takes = "num_outputs" in names
-    names.discard("num_outputs")
-    return frozenset(names), takes
+    # Split-18 has an ONNX attribute named num_outputs too: accepted (ONNX's checker
+    # requires it to equal the node's output count, which is what the function receives).
+    return frozenset(names), "num_outputs" in names
 
 
 def onnx_op(op_type: str, *, since: int | Sequence[int] = 1, domain: str = "",

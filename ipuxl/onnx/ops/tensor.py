@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from ipuxl.onnx.registry import find_rule, onnx_converter, onnx_op
+from ipuxl.onnx.registry import onnx_converter, onnx_op
 
 __all__ = ["norm_axis", "norm_axes", "slice_axis", "fresh"]
 
@@ -221,15 +221,6 @@ def split_v13(x: Any, split: np.ndarray | None = None, *, axis: int = 0,
     return _split(x, axis, sizes)
 
 
-def _allow_num_outputs_attribute() -> None:
-    """Split-18's ``num_outputs`` attribute has the name the registry reserves for the
-    node's output count; the importer overwrites it with that count (equal, by ONNX's
-    checker), so the rule accepts the attribute."""
-    rule = find_rule("", "Split", 18)
-    if rule is not None and rule.since == 18:
-        rule.attributes = rule.attributes | {"num_outputs"}
-
-
 # ---------------------------------------------------------------------------- slice
 @onnx_op("Slice", since=1, kind="copy")
 def slice_v1(data: Any, *, starts: Sequence[int], ends: Sequence[int],
@@ -324,4 +315,3 @@ from ipuxl.onnx.ops import (  # noqa: E402, F401
     tensor_signal,
 )
 
-_allow_num_outputs_attribute()
