@@ -132,6 +132,7 @@ CASES_LEGACY = [  # opset 6: broadcast/axis attributes, Clip's attributes
     (6, "Clip", [X], {"max": 0.5}),
     (6, "Gemm", [X, f32(4, 2), f32(2)], {"broadcast": 1, "beta": 0.5}),
     (6, "Relu", [X], {}),
+    (6, "PRelu", [A3, B3], {}, np.where(A3 < 0, A3 * B3.reshape(3, 1), A3)),
     (9, "Cast", [X], {"to": TensorProto.INT64}),
     (10, "QuantizeLinear", [X, np.float32(0.1), np.int8(2)], {},
      np.clip(np.rint(X / np.float32(0.1)) + 2, -128, 127).astype(np.int8)),

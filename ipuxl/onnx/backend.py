@@ -74,7 +74,7 @@ class IpuxlRep(BackendRep):
             flat = self._flat(arrays)
             feed = {program.inputs[n]: flat[n] for n in program.inputs}
             outputs = session.run(feed)
-            values = [self._output(program, outputs, n) for n in self.output_names]
+            values = [_onnx_array(self._output(program, outputs, n)) for n in self.output_names]
             return namedtupledict("Outputs", self.output_names)(*values)
 
     def _inputs_behind(self, name: str) -> set[str]:
@@ -187,6 +187,17 @@ class IpuxlBackend(Backend):
         if kind == "CUDA":
             return any(d.platform == "gpu" for d in jax.devices())
         return False
+
+
+def _onnx_array(value: Any) -> Any:
+    """PopXL's float8_143/152 host data (structured bytes) as ONNX's FLOAT8E4M3FNUZ /
+    FLOAT8E5M2FNUZ arrays (ml_dtypes); anything else as it is."""
+    if isinstance(value, np.ndarray) and value.dtype.names is not None \
+            and value.dtype.itemsize == 1:
+        from ipuxl import dtypes
+
+        return value.view(dtypes.dtype.as_dtype(value.dtype).jax_dtype)
+    return value
 
 
 prepare = IpuxlBackend.prepare

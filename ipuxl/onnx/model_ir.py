@@ -43,7 +43,12 @@ def initializer_arrays(graph: Any) -> dict[str, np.ndarray]:
 def is_weight(array: np.ndarray) -> bool:
     """Floating-point initializers are weights (variables); the rest (shapes, indices)
     are constants whose values the importer may read."""
-    return np.issubdtype(array.dtype, np.floating) or array.dtype.kind == "V"
+    from ipuxl import dtypes
+
+    try:
+        return dtypes.dtype.as_dtype(array.dtype).is_floating_point
+    except ValueError:
+        return False
 
 
 def model_to_ir(model: Any, *, input_shapes: Mapping[str, Sequence[int]] | None = None,

@@ -31,10 +31,20 @@ def leaky_relu(x: Any, *, alpha: float = 0.009999999776482582,
     return jnp.where(x < _zero(x), x * _c(alpha, x), x)
 
 
-@onnx_op("PRelu", since=(1, 6, 7, 9, 16))
-def prelu(x: Any, slope: Any, *, consumed_inputs: Any = None) -> Any:
+@onnx_op("PRelu", since=(7, 9, 16))
+def prelu(x: Any, slope: Any) -> Any:
     """``slope`` broadcasts to ``x`` (NumPy's rules; unidirectional)."""
     return jnp.where(x < _zero(x), x * slope.astype(x.dtype), x)
+
+
+@onnx_op("PRelu", since=(1, 6))
+def prelu_6(x: Any, slope: Any, *, consumed_inputs: Any = None) -> Any:
+    """Before opset 7 a 1-D ``slope`` of one value per channel (axis 1) applies along
+    that axis, as PyTorch exported it."""
+    if (slope.ndim == 1 and x.ndim >= 2 and slope.shape[0] == x.shape[1] != 1
+            and slope.shape[0] != x.shape[-1]):
+        slope = jnp.reshape(slope, (slope.shape[0],) + (1,) * (x.ndim - 2))
+    return prelu(x, slope)
 
 
 @onnx_op("Elu", since=(1, 6, 22))
