@@ -4,6 +4,9 @@
 ``import popxl`` (and ``import popart``) resolve to ipuxl in this process.
 """
 
+# First: sets XLA_FLAGS before JAX's backend starts (see ipuxl.xla_defaults).
+from ipuxl import xla_defaults as _xla_defaults  # noqa: F401, I001
+
 # Importable but not in PopXL's __all__ (the `x as x` form marks a re-export).
 from ipuxl import dtypes as dtypes
 from ipuxl import ops as ops
