@@ -76,6 +76,7 @@ class Context:
     execution_context: str = "normal"
     sequence: list[_SequenceBlock] = field(default_factory=list)
     debug_frame_offset: int = 0
+    source: tuple[str, int] | None = None  # set by source_location (imported models)
 
     @property
     def in_sequence(self) -> InSequenceMode:
@@ -335,6 +336,18 @@ def debug_context_frame_offset(offset: int) -> Iterator[None]:
         _CONTEXT.debug_frame_offset = previous
 
 
+@contextlib.contextmanager
+def source_location(file: str, line: int) -> Iterator[None]:
+    """Attribute new ops to ``file:line`` instead of the caller's Python line (the ONNX
+    importer gives each op its model and node number)."""
+    previous = _CONTEXT.source
+    _CONTEXT.source = (file, line)
+    try:
+        yield
+    finally:
+        _CONTEXT.source = previous
+
+
 # Called with True when a first graph is entered (a program is being built) and with
 # False when the last one is left: ipuxl.jit puts its functions in their Python call path
 # while building, so that jitted functions called with Tensors trace into the graph.
@@ -348,7 +361,10 @@ _SKIPPED_DIRS = (_PACKAGE_DIR + os.sep, os.path.dirname(contextlib.__file__) + o
 
 def user_location() -> tuple[str, int]:
     """(file, line) of the innermost frame outside ipuxl, JAX and the standard library, or,
-    under ``debug_context_frame_offset(n)``, of the n-th such frame further out."""
+    under ``debug_context_frame_offset(n)``, of the n-th such frame further out (or the
+    location a ``source_location`` block gives)."""
+    if _CONTEXT.source is not None:
+        return _CONTEXT.source
     frame = _outside_ipuxl(sys._getframe(1))
     for _ in range(_CONTEXT.debug_frame_offset):
         outer = _outside_ipuxl(frame.f_back) if frame is not None else None

@@ -36,7 +36,7 @@ from ipuxl.onnx.registry import Rule, call_rule, canonical_domain, dtype_of, fin
 from ipuxl.popart.errors import popart_exception
 from ipuxl.tensor import Tensor
 
-__all__ = ["Importer", "NodeContext", "OnnxImportError", "NeedsValueError",
+__all__ = ["model_source", "Importer", "NodeContext", "OnnxImportError", "NeedsValueError",
            "UnsupportedModelError", "check_model", "load_model", "opsets_of",
            "attribute_value", "value_info_spec", "Value"]
 
@@ -93,6 +93,14 @@ def load_model(model: Any) -> Any:
         f"An ONNX model must be a path, bytes or an onnx.ModelProto, got "
         f"{type(model).__name__}."
     )
+
+
+def model_source(fn_model: Any, model: Any) -> str:
+    """The name ops imported from a model are attributed to: the file's name, else
+    ``<graph name>.onnx``."""
+    if isinstance(fn_model, (str, os.PathLike)):
+        return os.path.basename(os.fspath(fn_model))
+    return f"{model.graph.name or 'model'}.onnx"
 
 
 def opsets_of(model: Any) -> dict[str, int]:
@@ -234,6 +242,7 @@ class Importer:
             value a static input may read (``Resize`` scales stored as a weight...).
         on_node: called as ``on_node(node, outputs)`` after each node is imported (the
             Builder's IPU placement and the sessions' name mapping use it).
+        source: see the attribute's comment.
     """
 
     opsets: dict[str, int]
@@ -241,15 +250,24 @@ class Importer:
     on_node: Callable[[Any, list[Value]], None] | None = None
     #: the GraphProtos being imported, innermost last (``Gradient`` reads its own graph)
     graphs: list[Any] = field(default_factory=list)
+    #: the model's name for op locations (``resnet50.onnx``: ops print ``# file:<node
+    #: number>``); None keeps the caller's Python line
+    source: str | None = None
     _constants: dict[tuple[int, str, int], tuple[Any, Tensor]] = field(default_factory=dict)
 
     def run(self, graph: Any, env: dict[str, Value]) -> dict[str, Value]:
         """Import ``graph``'s nodes; ``env`` has its inputs and initializers and gets
         every value the nodes make. Returns ``env``."""
+        from ipuxl.context import source_location
+
         self.graphs.append(graph)
         try:
-            for node in graph.node:
-                self.run_node(node, env)
+            for number, node in enumerate(graph.node, 1):
+                if self.source is None:
+                    self.run_node(node, env)
+                else:
+                    with source_location(self.source, number):
+                        self.run_node(node, env)
         finally:
             self.graphs.pop()
         return env

@@ -12,6 +12,7 @@ from ipuxl.onnx.importer import (
     Importer,
     check_model,
     load_model,
+    model_source,
     opsets_of,
     value_info_spec,
 )
@@ -73,6 +74,7 @@ def model_to_ir(model: Any, *, input_shapes: Mapping[str, Sequence[int]] | None 
     from ipuxl import ops
     from ipuxl.onnx.ops.sequence import is_structure
 
+    source = model_source(model, load_model(model))
     model = load_model(model)
     if check:
         check_model(model)
@@ -82,7 +84,7 @@ def model_to_ir(model: Any, *, input_shapes: Mapping[str, Sequence[int]] | None 
     ir = ipuxl.Ir()
     env: dict[str, Any] = {}
     streams_in, streams_out, weights = {}, {}, {}
-    importer = Importer(opsets_of(model))
+    importer = Importer(opsets_of(model), source=source)
     with ir.main_graph:
         for name, array in arrays.items():
             if is_weight(array) and name not in known_inputs:

@@ -26,7 +26,14 @@ from typing import Any
 
 import numpy as np
 
-from ipuxl.onnx.importer import Importer, check_model, load_model, opsets_of, value_info_spec
+from ipuxl.onnx.importer import (
+    Importer,
+    check_model,
+    load_model,
+    model_source,
+    opsets_of,
+    value_info_spec,
+)
 from ipuxl.onnx.model_ir import initializer_arrays, is_weight
 from ipuxl.onnx.registry import dtype_of
 from ipuxl.popart.errors import popart_exception
@@ -62,6 +69,7 @@ class Program:
     hyper: dict[str, Any] = field(default_factory=dict)        # name -> Variable
     state: dict[str, Any] = field(default_factory=dict)        # name -> Variable
     infos: dict[str, tuple[tuple[int, ...], Any]] = field(default_factory=dict)
+    source: str = "model.onnx"  # where imported ops say they come from
 
 
 def _plan(dataflow: Any, options: Any, training: bool) -> Plan:
@@ -104,11 +112,12 @@ def build_program(fn_model: Any, dataflow: Any, *, input_shape_info: Any = None,
 
     model = load_model(fn_model)
     check_model(model)
+    source = model_source(fn_model, model)
     training = optimizer is not None
     plan = _plan(dataflow, options, training)
     ir = ipuxl.Ir(replication=plan.replicas)
     ir.num_host_transfers = plan.micro_batches
-    program = Program(ir, plan, model)
+    program = Program(ir, plan, model, source=source)
     arrays = initializer_arrays(model.graph)
     specs = _input_specs(model, input_shape_info)
     with ir.main_graph:
@@ -136,7 +145,7 @@ def _build_inference(program: Program, dataflow: Any, arrays: dict[str, np.ndarr
 
     def body() -> None:
         env: dict[str, Any] = {n: a for n, a in arrays.items() if n not in program.weights}
-        importer = Importer(opsets_of(model))
+        importer = Importer(opsets_of(model), source=program.source)
         for name, variable in program.weights.items():
             graph_input = ipuxl.graph_input(variable.shape, variable.dtype, name)
             bindings[graph_input] = variable
@@ -176,7 +185,7 @@ def _build_training(program: Program, dataflow: Any, arrays: dict[str, np.ndarra
 
     def forward() -> None:
         env: dict[str, Any] = {n: a for n, a in arrays.items() if n not in program.weights}
-        importer = Importer(opsets_of(model))
+        importer = Importer(opsets_of(model), source=program.source)
         for name in program.inputs:
             shape, dtype = program.infos[name]
             data_inputs[name] = env[name] = ipuxl.graph_input(shape, dtype, name)
