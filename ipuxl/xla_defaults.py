@@ -3,12 +3,14 @@ imports it first), before JAX's backend
 starts (``XLA_FLAGS`` is read then).
 
 * ``--xla_cpu_experimental_ynn_fusion_type=`` (empty: no YNNPACK fusions). With the
-  YNNPACK fusions on, XLA:CPU (jaxlib 0.10) repacks a dense layer's weight matrix on every
-  call; without them a 784-2048-2048-10 MLP at batch 32 runs in 3.6 ms instead of 5.9 ms
-  on this project's 2-core machine (onnxruntime: 2.5 ms), and the convolutional models
-  of ``benchmarks/onnx_inference.py`` run 10-25 % faster.
+  YNNPACK fusions on, XLA:CPU (jaxlib 0.10) repacks a ``[K, N]`` weight matrix on every
+  call. Measured with ``benchmarks/onnx_inference.py --quick`` (ratio to onnxruntime,
+  2-core machine): the MatMul MLP 2.86x -> 1.81x, but the Gemm(transB=1) MLP that
+  PyTorch exports 1.92x -> 4.84x and the transformer block 1.56x -> 1.71x. Mixed, so it
+  is OFF unless ``IPUXL_XLA_DEFAULTS=1``.
 
-A flag the user already put in ``XLA_FLAGS`` wins; ``IPUXL_XLA_DEFAULTS=0`` turns this off.
+A flag the user already put in ``XLA_FLAGS`` wins; only ``IPUXL_XLA_DEFAULTS=1`` turns
+this on.
 It changes nothing once JAX's backend has started (JAX used before ipuxl was imported),
 and nothing on a jaxlib other than the 0.10 series, whose flags it was measured with (an
 unknown flag in ``XLA_FLAGS`` aborts XLA).
@@ -31,7 +33,7 @@ def _backend_started() -> bool:
 
 def apply() -> bool:
     """Add :data:`FLAGS` to ``XLA_FLAGS``; whether anything was added."""
-    if os.environ.get("IPUXL_XLA_DEFAULTS", "1").strip() == "0" or _backend_started():
+    if os.environ.get("IPUXL_XLA_DEFAULTS", "0").strip() != "1" or _backend_started():
         return False
     try:
         from importlib.metadata import version

@@ -153,16 +153,13 @@ def test_the_data_parallel_example_trains_like_one_replica_on_the_whole_batch():
     assert result.returncode == 0, result.stderr[-3000:]
     lines = result.stdout.splitlines()
     assert lines[0] == "data parallel: 4 replicas x batch 16  vs  1 replica x batch 64"
-    # The replicas' batched matmuls and the single replica's plain ones may use different
-    # XLA:CPU kernels (summation orders), so the two agree to float32 rounding carried
-    # through 30 SGD steps, not bit for bit; a wrong gradient reduction is off by far more.
     for line in lines[1:-1]:
         if line.startswith(("step", "final")):
             parallel, single = (float(word) for word in line.split() if "." in word
                                 and word.replace(".", "").isdigit())
-            assert abs(parallel - single) <= 1e-4 * abs(single), line
+            assert abs(parallel - single) <= 1e-5 * abs(single), line
     difference = float(lines[-1].split(": ")[1])
-    assert difference < 1e-3, lines[-1]
+    assert difference < 1e-5, lines[-1]
 
 
 def test_all_replicas_retrieval_returns_each_replicas_own_value():
