@@ -74,8 +74,8 @@ def model_to_ir(model: Any, *, input_shapes: Mapping[str, Sequence[int]] | None 
     from ipuxl import ops
     from ipuxl.onnx.ops.sequence import is_structure
 
-    source = model_source(model, load_model(model))
-    model = load_model(model)
+    loaded = load_model(model)
+    source, model = model_source(model, loaded), loaded
     if check:
         check_model(model)
     graph = model.graph

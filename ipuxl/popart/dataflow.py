@@ -15,7 +15,7 @@ which tensors come back (the *anchors*), each with a return type:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from enum import Enum
 from typing import Any
 
@@ -88,7 +88,7 @@ class DataFlow:
             anchors = {str(k): v for k, v in anchorTensors.items()}
         elif anchorTensors is not None:
             art = anchorReturnType or AnchorReturnType("ALL")
-            anchors = {str(k): art for k in _ids(anchorTensors)}
+            anchors = {str(k): art for k in anchorTensors}
         for tensor_id, art in anchors.items():
             if not isinstance(art, AnchorReturnType):
                 raise TypeError(f"The return type of anchor {tensor_id!r} must be a "
@@ -121,7 +121,3 @@ class DataFlow:
 
     def __repr__(self) -> str:
         return f"DataFlow({self._bps}, {self._anchors})"
-
-
-def _ids(values: Iterable[Any]) -> list[str]:
-    return [str(v) for v in values]

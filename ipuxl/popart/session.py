@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -442,7 +441,3 @@ def _popart_dtype(dtype: Any) -> str:
             "int64": "INT64", "int16": "INT16", "int8": "INT8", "uint8": "UINT8",
             "uint16": "UINT16", "uint32": "UINT32", "uint64": "UINT64", "bool": "BOOL",
             "bfloat16": "BFLOAT16"}.get(dtype.name, dtype.name.upper())
-
-
-def _ids(mapping: Mapping[str, Any]) -> list[str]:
-    return sorted(mapping)
