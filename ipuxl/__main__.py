@@ -9,7 +9,10 @@
   Session becomes an ``"ipu_model"`` one, and one that does not fit still runs) and write,
   for each Session it builds, ``report.json``, ``summary.txt``, ``memory.html``,
   ``liveness.html``, ``memory.csv`` and ``trace.json`` (Perfetto) into ``DIR/session_<k>``
-  (default ``DIR``: ``ipuxl_report``).
+  (default ``DIR``: ``ipuxl_report``);
+* ``inspect PACKAGE [--json] [--stablehlo]``: print what a saved package holds (its
+  versions, program flow and anchors; see :mod:`ipuxl.runtime.dump`; exit status 2 when
+  the file is not a readable package).
 
 The script runs as ``__main__`` with ``sys.argv == [SCRIPT, *ARGS]`` and its own directory
 first on ``sys.path``, as ``python SCRIPT ARGS`` would.
@@ -34,7 +37,8 @@ def main(argv: list[str] | None = None) -> int:
 
     Returns:
         The exit status: 0, for ``report`` 1 when a Session did not fit, for ``onnx`` 2
-        when the model cannot be imported. A script that calls ``sys.exit`` exits with
+        when the model cannot be imported, for ``inspect`` 2 when the file is not a
+        readable package. A script that calls ``sys.exit`` exits with
         its own status.
     """
     parser = argparse.ArgumentParser(
@@ -58,9 +62,16 @@ def main(argv: list[str] | None = None) -> int:
         "onnx", help="import an ONNX model, print its Ir and IPU memory summary, run it once",
         description=onnx_cli.DESCRIPTION, epilog=onnx_cli.EPILOG)
     onnx_cli.add_arguments(onnx)
+    from ipuxl.runtime import dump
+
+    inspect = commands.add_parser("inspect", help="print what a saved package holds",
+                                  description=dump.DESCRIPTION)
+    dump.add_arguments(inspect)
     options = parser.parse_args(argv)
     if options.command == "onnx":
         return onnx_cli.run(options, onnx)
+    if options.command == "inspect":
+        return dump.run(options)
     if not os.path.isfile(options.script):
         parser.error(f"no such script: {options.script!r}. Give the path of a Python file.")
     if options.command == "report":

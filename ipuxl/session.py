@@ -56,6 +56,7 @@ from ipuxl.popart import poplar_application_runtime_error
 from ipuxl.progress import Progress
 from ipuxl.remote_buffer import remote_slot
 from ipuxl.replica_sharding import shards_of
+from ipuxl.runtime.engine import direct_call
 from ipuxl.session_data import SessionData
 from ipuxl.sim import device as sim_device
 from ipuxl.sim import oom as sim_oom
@@ -132,7 +133,7 @@ class Session(SessionData):
 
     def __init__(self, ir: Ir, device_desc: Any = "cpu", weights_to_host_on_exit: bool = True,
                  *, donate_variables: bool = False, replication_mode: str | None = None,
-                 allow_out_of_memory: bool | str | None = None):
+                 allow_out_of_memory: bool | str | None = None, _compile: bool = True):
         if not isinstance(ir, Ir):
             hint = ("Pass the Ir the graph belongs to: `Session(graph.ir, ...)`."
                     if hasattr(ir, "ir") and isinstance(getattr(ir, "ir", None), Ir)
@@ -207,7 +208,11 @@ class Session(SessionData):
                 for s in program.h2d_streams)
             devices.check_host_memory(program, self._slots, self._global_replicas, self._device)
             _phase(progress, "XLA compile", "for %s", self._device)
-            self._call, self._static_written, self._updated = self._compile()
+            if _compile:
+                self._call, self._static_written, self._updated = self._compile()
+            else:  # ipuxl.export: the package's own trace finds what the run writes
+                self._call, self._updated = None, ()
+                self._static_written = (None,) * len(program.d2h_streams)
             self._plain = None  # set once the output layouts are known, below
             # Only now, with nothing left to fail, is the Ir marked as built.
             ir._prepared = True
@@ -218,7 +223,7 @@ class Session(SessionData):
             self._output_layouts = tuple(
                 (host_buffers.StreamLayout.of(s, "output", self._slots, self._replicas), written)
                 for s, written in zip(program.d2h_streams, self._static_written))
-            self._plain = self._plain_plan()
+            self._plain = self._plain_plan() if _compile else None
             self._host_weights: dict[Variable, np.ndarray] = {v: v._data for v in program.variables}
             # Remote buffers: host copies [entries, *shape] ([R, entries, *shape] replicated),
             # their slots filled from the remote variables that live in them.
@@ -316,7 +321,31 @@ class Session(SessionData):
         return executable
 
     def _build_executable(self) -> tuple[Any, tuple, tuple[int, ...]]:
+        flat_step, specs, updated = self._flat_step()
+
+        def trace_and_compile() -> Any:
+            with self._x64():
+                donated: tuple[int, ...] = ()
+                if self._donate:
+                    # Only the variables the program writes can be donated: find them first.
+                    jax.eval_shape(flat_step, *specs)
+                    donated = tuple(updated)
+                jitted = jax.jit(flat_step, donate_argnums=donated, keep_unused=True)
+                return jitted.lower(*specs).compile()
+
+        compiled = with_nesting_room(self._ir, trace_and_compile)
+        return compiled, self._program.static_written, tuple(updated)
+
+    def _flat_step(self, portable: bool = False) -> tuple[Any, list, list[int]]:
+        """The program as one function over flat arguments, the abstract arguments it
+        takes, and the list that tracing fills with the indices of the state it updates.
+
+        ``flat(*state, *constants, *inputs) -> (*updated, *outputs, *masks)``. With
+        ``portable`` (a saved package, see :mod:`ipuxl.runtime.exporter`) the signature
+        names no device and replicas are mapped with ``vmap``, so one device runs them.
+        """
         program = self._program
+        mode, mesh = ("vmap", None) if portable else (self._mode, self._mesh)
         state_count = len(program.variables) + len(program.remote_buffers)
         constant_count = len(program.arg_constants)
         device_shapes = [self._global_shape(layout, device=True)
@@ -333,7 +362,7 @@ class Session(SessionData):
 
         step = one_replica
         if self._global_replicas > 1:
-            step = replication.map_over_replicas(one_replica, self._mode, self._mesh)
+            step = replication.map_over_replicas(one_replica, mode, mesh)
 
         def flat_step(*args: jax.Array) -> tuple[jax.Array, ...]:
             state = args[:state_count]
@@ -343,33 +372,23 @@ class Session(SessionData):
             new_state, outputs, masks = step(state, constants, inputs)
             return (*new_state, *outputs, *masks)
 
-        state_sharding, constant_sharding, stream_sharding = self._shardings()
         state_specs, constant_specs, _ = program.abstract_arguments()
         replicas = (self._global_replicas,) if self._global_replicas > 1 else ()
+        if portable:
+            state_sharding = constant_sharding = stream_sharding = None
+        else:
+            state_sharding, constant_sharding, stream_sharding = self._shardings()
         specs = [jax.ShapeDtypeStruct((*replicas, *spec.shape), spec.dtype,
                                       sharding=state_sharding) for spec in state_specs]
         specs += [jax.ShapeDtypeStruct(spec.shape, spec.dtype, sharding=constant_sharding)
                   for spec in constant_specs]
         for layout in self._input_layouts:
             sharding = stream_sharding
-            if self._mesh is not None and self._slots == 1:
-                sharding = replication.shardings(self._mesh)[0]  # (R, ...): no slot axis
+            if mesh is not None and self._slots == 1:
+                sharding = replication.shardings(mesh)[0]  # (R, ...): no slot axis
             specs.append(jax.ShapeDtypeStruct(self._global_shape(layout), layout.device_dtype,
                                               sharding=sharding))
-
-
-        def trace_and_compile() -> Any:
-            with self._x64():
-                donated: tuple[int, ...] = ()
-                if self._donate:
-                    # Only the variables the program writes can be donated: find them first.
-                    jax.eval_shape(flat_step, *specs)
-                    donated = tuple(updated)
-                jitted = jax.jit(flat_step, donate_argnums=donated, keep_unused=True)
-                return jitted.lower(*specs).compile()
-
-        compiled = with_nesting_room(self._ir, trace_and_compile)
-        return compiled, program.static_written, tuple(updated)
+        return flat_step, specs, updated
 
     # ----------------------------------------------------------------- properties
     @property
@@ -395,6 +414,29 @@ class Session(SessionData):
                 "ipuxl.sim.estimate(ir)."
             )
         return self._report
+
+    def save(self, path: str | os.PathLike, *, weights: bool = True) -> None:
+        """Save the program as one package file that :mod:`ipuxl.runtime` loads and runs
+        without this Ir or the code that built it (see ``docs/runtime.md``).
+
+        The package holds the program as serialized StableHLO (``jax.export``), the
+        variables' current values (read from the device when attached), and the metadata
+        (anchors, program flow, replication factor, ``num_host_transfers``, versions);
+        its format is ``docs/package_format.md``. The file is written whole or not at all.
+
+        Args:
+            path: the file to write (by convention ``*.ipuxl``).
+            weights: store the variables' values; False leaves them out, so the runtime
+                takes them from user callbacks.
+
+        Raises:
+            ValueError: the program cannot be saved (host callbacks such as
+                ``print_tensor``, several processes, anchor names that collide).
+        """
+        from ipuxl.runtime.exporter import save_session
+
+        with self._lock:
+            save_session(self, path, weights=weights)
 
     def _repr_html_(self) -> str:
         from ipuxl.notebook import session_html
@@ -533,7 +575,7 @@ class Session(SessionData):
                        for layout in self._input_layouts)
         outputs = tuple((layout.stream, layout.host_shape)
                         for layout, _ in self._output_layouts)
-        return inputs, outputs, _direct_call(self._call)
+        return inputs, outputs, direct_call(self._call)
 
     def _run_plain(self, inputs: dict) -> dict[Any, np.ndarray] | None:
         expected, outputs, call = self._plain
@@ -706,16 +748,6 @@ class Session(SessionData):
                 "running the program as it was built; create a new Session to run the edits.",
                 stacklevel=3,
             )
-
-def _direct_call(compiled: Any) -> Any:
-    """The C++ call of a compiled executable (what ``Compiled.__call__`` forwards to
-    after its first call), or the executable itself where JAX does not offer one."""
-    try:
-        call = compiled._executable.create_cpp_call(compiled._params)
-    except Exception:  # a private JAX API: fall back to the public call
-        call = None
-    return call if call is not None else compiled
-
 
 def _phase(progress: Progress, name: str | None, message: str = "", *args: Any) -> None:
     """Start a phase of building a Session (None: the build is over): on the progress

@@ -1,0 +1,181 @@
+"""``ModelRunner``: a package as a function from input arrays to output arrays.
+
+The high-level form of Model Runtime: it acquires a device, loads the executable, runs
+the Load programs with the package's tensor data, and then each ``execute(inputs)`` is
+one Main run. Inputs and outputs are dicts keyed by anchor name (for a PopXL program,
+the stream's name) in the layout ``Session.run`` uses: ``[num_host_transfers,]
+[replicas,] *shape``, with size-1 leading dimensions left out. A replicated package
+runs all its replicas in each call (on one device: the package maps them with vmap).
+
+Example:
+    >>> runner = ModelRunner("model.ipuxl")  # doctest: +SKIP
+    >>> runner.execute({"x": x})["y"]  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from ipuxl.runtime.devices import DeviceManager, DeviceWaitConfig
+from ipuxl.runtime.engine import Engine
+from ipuxl.runtime.model import Anchor
+from ipuxl.runtime.session import as_model, check_versions
+
+__all__ = ["ModelRunner"]
+
+
+class ModelRunner:
+    """Run a package by anchor names (see the module docstring).
+
+    Args:
+        model_or_path: a package path or an ``ipuxl.runtime.Model``.
+        weights: values for variables the package holds no data for (saved with
+            ``weights=False``), or to use instead of its data: ``{name: array}``.
+        wait_config: how to wait for a device held elsewhere.
+        check_package_hash: refuse a package saved by another ipuxl/JAX (default).
+        cache_dir: a folder for JAX's persistent compilation cache.
+
+    Raises:
+        PackageError, PackageVersionMismatch, NoDeviceAvailable: as ``Session``.
+        ValueError: a variable has neither package data nor a value in ``weights``.
+    """
+
+    def __init__(self, model_or_path: Any, *, weights: Mapping[str, Any] | None = None,
+                 wait_config: DeviceWaitConfig | None = None, check_package_hash: bool = True,
+                 cache_dir: str | None = None):
+        self.model = as_model(model_or_path)
+        if check_package_hash:
+            check_versions(self.model)
+        self._anchors = {a.name(): a for a in self.model.metadata.anchors()}
+        self._device = DeviceManager().getDevice(self.model, wait_config)
+        try:
+            self._engine = Engine(self.model, self._device.jax_device, cache_dir)
+            self._engine.load(self._state(dict(weights or {})))
+        except BaseException:
+            self._device.detach()
+            raise
+        self._inputs = [self._anchors[n] for n in self._engine.input_names]
+        self._outputs = [self._anchors[n] for n in self._engine.output_names]
+        self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
+
+    def _state(self, weights: dict[str, Any]) -> list[np.ndarray]:
+        unknown = set(weights) - set(self._engine.state_names)
+        if unknown:
+            raise ValueError(f"weights names {sorted(unknown)}, which are not variables of "
+                             f"the package; its variables are {self._engine.state_names}.")
+        arrays = []
+        for name in self._engine.state_names:
+            anchor = self._anchors[name]
+            if name in weights:
+                arrays.append(_checked(anchor, weights[name], anchor.tensorInfo().shape()))
+            elif anchor.hasTensorData():
+                arrays.append(self.model.tensor_data(anchor))
+            else:
+                raise ValueError(
+                    f"The package {self.model.path} holds no data for variable {name!r} "
+                    "(it was saved with weights=False): pass its value, "
+                    f"ModelRunner(path, weights={{{name!r}: array}}).")
+        return arrays
+
+    def getExecuteInputs(self) -> list[Anchor]:
+        """The anchors ``execute`` takes, in order."""
+        return list(self._inputs)
+
+    def getExecuteOutputs(self) -> list[Anchor]:
+        """The anchors ``execute`` returns, in order."""
+        return list(self._outputs)
+
+    def execute(self, inputs: Mapping[str, Any] | None = None) -> dict[str, np.ndarray]:
+        """One Main run. Returns a new array per output anchor (slots the run does not
+        write are zero).
+
+        Raises:
+            TypeError: ``inputs`` is not a mapping.
+            ValueError: missing or unexpected names, or an array of the wrong shape, or
+                values that do not fit the anchor's dtype.
+        """
+        inputs = {} if inputs is None else inputs
+        if not isinstance(inputs, Mapping):
+            raise TypeError(f"execute takes a dict of arrays by anchor name; got "
+                            f"{type(inputs).__name__}.")
+        expected = {a.name() for a in self._inputs}
+        if inputs.keys() != expected:
+            missing, extra = expected - inputs.keys(), inputs.keys() - expected
+            raise ValueError(
+                f"execute needs exactly the input anchors {sorted(expected)}"
+                + (f"; missing {sorted(missing)}" if missing else "")
+                + (f"; unexpected {sorted(map(str, extra))}" if extra else "") + ".")
+        arrays = [_checked(a, inputs[a.name()], tuple(a._entry["host_shape"]))
+                  for a in self._inputs]
+        with self._lock:
+            outputs, masks = self._engine.run(arrays)
+        result = {}
+        for anchor, value in zip(self._outputs, outputs):
+            host_shape = tuple(anchor._entry["host_shape"])
+            written = anchor._entry.get("written")
+            if written is None:
+                written = np.flatnonzero(masks[anchor.name()]).tolist()
+            if len(written) == value.shape[0]:
+                result[anchor.name()] = np.array(value).reshape(host_shape)
+            else:
+                full = np.zeros_like(value)
+                full[written] = value[written]
+                result[anchor.name()] = full.reshape(host_shape)
+        return result
+
+    def executeAsync(self, inputs: Mapping[str, Any] | None = None) -> Future:
+        """``execute`` on the runner's worker thread; the future's result is its outputs.
+        Calls run in the order they were made."""
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(1, thread_name_prefix="ipuxl-runner")
+            pool = self._pool
+        return pool.submit(self.execute, inputs)
+
+    def save(self) -> dict[str, np.ndarray]:
+        """Run the Save programs: every variable's current value by name (``[R, ...]``
+        for a replicated package)."""
+        with self._lock:
+            values = self._engine.save()
+        return {name: np.array(value) for name, value in zip(self._engine.state_names,
+                                                             values)}
+
+    def close(self) -> None:
+        """Finish queued ``executeAsync`` calls and give the device back."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+        self._device.detach()
+
+    def __enter__(self) -> ModelRunner:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def _checked(anchor: Anchor, value: Any, shape: tuple[int, ...]) -> np.ndarray:
+    """``value`` as an array of ``anchor``'s dtype and ``shape``; a value that the dtype
+    cannot hold raises instead of wrapping."""
+    dtype = anchor.tensorInfo().numpyDType()
+    array = value if isinstance(value, np.ndarray) else np.asarray(value)
+    if array.shape != shape:
+        raise ValueError(f"Anchor {anchor.name()!r} takes an array of shape {list(shape)} "
+                         f"({dtype.name}); got shape {list(array.shape)}.")
+    if array.dtype == dtype:
+        return array
+    converted = array.astype(dtype)
+    if np.issubdtype(array.dtype, np.floating) and dtype.kind == "f":
+        finite = np.isfinite(array)
+        if np.array_equal(np.isfinite(converted.astype(np.float64)), finite):
+            return converted  # a float narrowed (rounded), as Session.run downcasts
+    elif np.array_equal(converted.astype(array.dtype), array, equal_nan=True):
+        return converted
+    raise ValueError(
+        f"Anchor {anchor.name()!r} holds {dtype.name}; the {array.dtype.name} values given "
+        f"do not all fit (converting would change them). Pass {dtype.name} data.")
