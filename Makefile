@@ -37,6 +37,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/simulator.py
 	$(PY) benchmarks/jit.py
 	$(PY) benchmarks/compile_cache.py
+	$(PY) benchmarks/runtime.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -69,8 +69,8 @@ from ipuxl.replica_sharding import (
 from ipuxl.replica_sharding import (
     replica_sharded_buffer as replica_sharded_buffer,  # importable, not in PopXL's __all__
 )
-from ipuxl.runtime.exporter import export as export  # an ipuxl extension (ipuxl.runtime)
 from ipuxl.session import Session
+from ipuxl.session import export as export  # an ipuxl extension: a package for ipuxl.runtime
 from ipuxl.streams import DeviceToHostStream, HostToDeviceStream, d2h_stream, h2d_stream
 from ipuxl.tensor import Constant as Constant
 from ipuxl.tensor import Tensor, TensorByRef, TensorSpec

@@ -63,7 +63,7 @@ from ipuxl.sim import oom as sim_oom
 from ipuxl.tensor import Variable
 from ipuxl.verify import verify_ir
 
-__all__ = ["Session", "TransferCounts"]
+__all__ = ["Session", "TransferCounts", "export"]
 
 _LOGGER = logging.getLogger(__name__)
 # The Session's phases, as PopART's session logs them (see ipuxl.logs).
@@ -748,6 +748,42 @@ class Session(SessionData):
                 "running the program as it was built; create a new Session to run the edits.",
                 stacklevel=3,
             )
+
+def export(ir: Ir, path: str | os.PathLike, *, weights: bool = True) -> None:
+    """Save ``ir`` as a package without running it (PopXL's building, no XLA compile).
+
+    The variables are saved with their initial values. See ``Session.save`` for what
+    a package holds and ``docs/runtime.md`` for running it.
+
+    Args:
+        ir: the program (an ``ipuxl.Ir``).
+        path: the file to write.
+        weights: store the variables' values (False: the runtime takes them from user
+            callbacks).
+
+    Raises:
+        TypeError: ``ir`` is not an Ir.
+        ValueError: the program cannot be saved (see ``Session.save``).
+
+    Example:
+        >>> import numpy as np, ipuxl as popxl, ipuxl.ops as ops, tempfile, os
+        >>> ir = popxl.Ir()
+        >>> with ir.main_graph:
+        ...     x = popxl.h2d_stream((2,), popxl.float32, "x")
+        ...     y = popxl.d2h_stream((2,), popxl.float32, "y")
+        ...     ops.host_store(y, ops.host_load(x) * 2)
+        >>> path = os.path.join(tempfile.mkdtemp(), "double.ipuxl")
+        >>> popxl.export(ir, path)
+        >>> from ipuxl.runtime import ModelRunner
+        >>> ModelRunner(path).execute({"x": np.float32([1, 2])})["y"]
+        array([2., 4.], dtype=float32)
+    """
+    if not isinstance(ir, Ir):
+        raise TypeError(f"ipuxl.export takes an Ir as its first argument; got "
+                        f"{type(ir).__name__}: {ir!r}.")
+    session = Session(ir, "cpu", weights_to_host_on_exit=False, _compile=False)
+    session.save(path, weights=weights)
+
 
 def _phase(progress: Progress, name: str | None, message: str = "", *args: Any) -> None:
     """Start a phase of building a Session (None: the build is over): on the progress

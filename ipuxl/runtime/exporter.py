@@ -33,51 +33,12 @@ from ipuxl.lowering import with_nesting_room
 from ipuxl.runtime.model import LOAD, MAIN, SAVE, package_hash, runtime_versions
 from ipuxl.runtime.package import write_package
 
-__all__ = ["export", "save_session", "PLATFORMS"]
+__all__ = ["save_session", "PLATFORMS"]
 
 _LOGGER = logging.getLogger(__name__)
 
 # Every platform a package is lowered for when the program lowers on it.
 PLATFORMS = ("cpu", "cuda", "rocm", "tpu")
-
-
-def export(ir: Any, path: str | os.PathLike, *, weights: bool = True) -> None:
-    """Save ``ir`` as a package without running it (PopXL's building, no XLA compile).
-
-    The variables are saved with their initial values. See ``Session.save`` for what
-    a package holds and ``docs/runtime.md`` for running it.
-
-    Args:
-        ir: the program (an ``ipuxl.Ir``).
-        path: the file to write.
-        weights: store the variables' values (False: the runtime takes them from user
-            callbacks).
-
-    Raises:
-        TypeError: ``ir`` is not an Ir.
-        ValueError: the program cannot be saved (see ``Session.save``).
-
-    Example:
-        >>> import numpy as np, ipuxl as popxl, ipuxl.ops as ops, tempfile, os
-        >>> ir = popxl.Ir()
-        >>> with ir.main_graph:
-        ...     x = popxl.h2d_stream((2,), popxl.float32, "x")
-        ...     y = popxl.d2h_stream((2,), popxl.float32, "y")
-        ...     ops.host_store(y, ops.host_load(x) * 2)
-        >>> path = os.path.join(tempfile.mkdtemp(), "double.ipuxl")
-        >>> popxl.export(ir, path)
-        >>> from ipuxl.runtime import ModelRunner
-        >>> ModelRunner(path).execute({"x": np.float32([1, 2])})["y"]
-        array([2., 4.], dtype=float32)
-    """
-    from ipuxl.ir import Ir
-    from ipuxl.session import Session
-
-    if not isinstance(ir, Ir):
-        raise TypeError(f"ipuxl.export takes an Ir as its first argument; got "
-                        f"{type(ir).__name__}: {ir!r}.")
-    session = Session(ir, "cpu", weights_to_host_on_exit=False, _compile=False)
-    save_session(session, path, weights=weights)
 
 
 def save_session(session: Any, path: str | os.PathLike, *, weights: bool = True) -> None:
