@@ -406,3 +406,22 @@ def test_input_shape_info_fixes_symbolic_dimensions():
     data = RNG.randn(5, 3).astype(np.float32)
     session.run(popart.PyStepIO({"x": data}, anchors))
     np.testing.assert_array_equal(anchors["y"], np.maximum(data, 0))
+
+
+def test_compile_and_export_writes_a_package_the_runtime_serves(tmp_path):
+    from ipuxl.runtime import Model, ModelRunner
+
+    flow = popart.DataFlow(2, {"y": popart.AnchorReturnType("ALL")})
+    session = popart.InferenceSession(linear_model(), flow, cpu())
+    x = RNG.randn(2, 2, 3).astype(np.float32)
+    anchors = session.initAnchorArrays()
+    session.prepareDevice()
+    session.run(popart.PyStepIO({"x": x}, anchors))
+    path = tmp_path / "linear.ipuxl"
+    session.compileAndExport(str(path))
+    names = [a.name() for a in Model(path).metadata.anchors()]
+    assert names == ["w", "save/w", "x", "anchor:y"]
+    with ModelRunner(path) as runner:
+        result = runner.execute({"x": x})["anchor:y"]
+    np.testing.assert_array_equal(result.reshape(anchors["y"].shape), anchors["y"])
+    np.testing.assert_allclose(result.reshape(2, 2, 4), np.maximum(x @ W0, 0), rtol=1e-6)

@@ -88,6 +88,15 @@ class _Session:
     def loadEngineAndConnectStreams(self) -> None:  # noqa: N802
         self._require_device("loadEngineAndConnectStreams")
 
+    def compileAndExport(self, executablePath: str) -> None:  # noqa: N802, N803
+        """Compile and write the program, with the current weights, as one package file
+        that ``ipuxl.runtime`` serves (PopART writes a PopEF file here; see
+        ``docs/runtime.md``). The package's stream anchors are the model's inputs and
+        anchors, in the Ir's per-step layout."""
+        self.prepareDevice()
+        with self._lock:
+            self._session.save(executablePath)
+
     def getIr(self) -> Any:  # noqa: N802
         """The ipuxl Ir the session runs (prints with ``print``)."""
         return self._program.ir
