@@ -750,9 +750,11 @@ class Session(SessionData):
             )
 
 def export(ir: Ir, path: str | os.PathLike, *, weights: bool = True) -> None:
-    """Save ``ir`` as a package without running it (PopXL's building, no XLA compile).
+    """Save ``ir`` as a package without running or compiling it.
 
-    The variables are saved with their initial values. See ``Session.save`` for what
+    The variables are saved with their initial values. A program on several IPUs or
+    replicas is prepared as on ``"ipu_model"`` (its replicas run together in the
+    package, on one device). See ``Session.save`` for what
     a package holds and ``docs/runtime.md`` for running it.
 
     Args:
@@ -781,7 +783,11 @@ def export(ir: Ir, path: str | os.PathLike, *, weights: bool = True) -> None:
     if not isinstance(ir, Ir):
         raise TypeError(f"ipuxl.export takes an Ir as its first argument; got "
                         f"{type(ir).__name__}: {ir!r}.")
-    session = Session(ir, "cpu", weights_to_host_on_exit=False, _compile=False)
+    # Programs on several IPUs or replicas are built as the IPU model builds them (a
+    # program that would not fit still saves: the package does not run on an IPU).
+    device = "cpu" if devices.devices_needed(ir) == 1 else "ipu_model"
+    session = Session(ir, device, weights_to_host_on_exit=False, _compile=False,
+                      allow_out_of_memory="run")
     session.save(path, weights=weights)
 
 

@@ -24,6 +24,10 @@ EXPECTED_OUTPUT = {
     "popart_training.py": ["loss anchor shape: (4, 2) (batchesPerStep, accumulationFactor)",
                            "step 19: mean loss", "accuracy of the saved model on new data: ",
                            "Memory (est.): "],
+    "runtime_serving.py": ["ModelRunner: same results as the original Session",
+                           "Session + CallbackFactory: same results as the original Session",
+                           "Session + QueueManager: same results as the original Session",
+                           "after stop(): QueueDisconnected"],
     "ipu_model_report.py": [
         "ipuxl ipu_model: memory and cycle figures are model estimates",
         "Target: 1472-tile GC200 (ipu2)", "Fits on a GC200: True",

@@ -147,7 +147,7 @@ class DeviceManager:
                     "SessionConfig(wait_config=DeviceWaitConfig(DeviceWaitStrategy."
                     "WAIT_WITH_TIMEOUT, timeout=..., sleepTime=...))."
                 )
-            pause = wait.sleepTime
+            pause = max(wait.sleepTime, 0.001)  # sleepTime=0 must not spin a core
             if wait.strategy is DeviceWaitStrategy.WAIT_WITH_TIMEOUT:
                 pause = min(pause, max(0.0, wait.timeout - waited))
             time.sleep(pause)

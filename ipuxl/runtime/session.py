@@ -153,8 +153,8 @@ class Session:
         if meta.replicationFactor() != 1:
             raise RuntimeError(
                 f"Session does not run replicated models: the package {self.model.path} has "
-                f"replication factor {meta.replicationFactor()} (the seed's rule: a Session "
-                "serves one replica). Use ipuxl.runtime.ModelRunner, which runs the replicas."
+                f"replication factor {meta.replicationFactor()}, and a Session serves one "
+                "replica. Use ipuxl.runtime.ModelRunner, which runs the replicas."
             )
         self._anchors = {a.name(): a for a in meta.anchors()}
         missing = [a.name() for a in meta.anchors()
@@ -194,7 +194,11 @@ class Session:
             device = DeviceManager().getDevice(self.model, self.config.wait_config)
             self._owned_device = device
             self._finalizer = weakref.finalize(self, device.detach)
-            self._bind(device)
+            try:
+                self._bind(device)
+            except BaseException:
+                device.detach()  # no Session was made: give the device back now
+                raise
 
     # ----------------------------------------------------------------- devices
     def bindToDevice(self, device: Device) -> None:
@@ -270,7 +274,12 @@ class Session:
             _LOGGER.debug("stop: the session is not bound to a device; nothing to stop")
             return
         self._stopped = True
-        queues, self._queues = self._queues, None
+        with self._lock:
+            queues, self._queues = self._queues, None
+            if queues is not None:  # its anchors have no callback until new queues exist
+                for queue in (*queues.inputs.values(), *queues.outputs.values()):
+                    if self._callbacks.get(queue.anchor.name()) == queue.transfer:
+                        del self._callbacks[queue.anchor.name()]
         if queues is not None:
             queues.disconnect()
         engine.unload()
@@ -404,8 +413,9 @@ class Session:
 
     # ----------------------------------------------------------------- queues
     def createQueueManager(self) -> QueueManager:
-        """The session's QueueManager (made on first call): one queue per user anchor of
-        the Main programs, each anchor's callback bound to its queue."""
+        """The session's QueueManager (made on first call, and again after ``stop()``):
+        one queue per user anchor of the Main programs, each anchor's callback bound to
+        its queue. A callback set later on one of those anchors replaces its queue."""
         with self._lock:
             if self._queues is None:
                 main = set(self.model.metadata.programFlow().main())
@@ -441,7 +451,8 @@ class Session:
                 the program ran).
         """
         numbers = list(numbers)
-        bad = [n for n in numbers if n not in PROGRAM_NAMES]
+        bad = [n for n in numbers if isinstance(n, bool)
+               or not isinstance(n, (int, np.integer)) or n not in PROGRAM_NAMES]
         if bad:
             raise ValueError(f"The package has programs {sorted(PROGRAM_NAMES)} "
                              f"({'; '.join(f'{k}: {v}' for k, v in PROGRAM_NAMES.items())}); "
