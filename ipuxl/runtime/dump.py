@@ -66,10 +66,17 @@ def describe(model: Model, out: TextIO) -> None:
         out.write(f"  {name:<{width + 8}} {blob['size']:>12,} B  sha256 {blob['sha256'][:16]}\n")
 
 
-def run(options: argparse.Namespace, out: TextIO = sys.stdout) -> int:
-    """Run the command; returns the exit status."""
+def run(options: argparse.Namespace, out: TextIO | None = None) -> int:
+    """Run the command, writing to ``out`` (default: ``sys.stdout`` at call time);
+    returns the exit status."""
+    out = sys.stdout if out is None else out
     try:
         model = Model(options.package)
+        stablehlo = None
+        if options.stablehlo:  # read (and checksum) the executable before printing
+            from jax import export as jax_export
+
+            stablehlo = jax_export.deserialize(model.executable_bytes()).mlir_module()
     except (PackageError, OSError) as error:
         print(f"ipuxl inspect: {error}", file=sys.stderr)
         return 2
@@ -78,11 +85,8 @@ def run(options: argparse.Namespace, out: TextIO = sys.stdout) -> int:
         out.write("\n")
     else:
         describe(model, out)
-    if options.stablehlo:
-        from jax import export as jax_export
-
-        exported = jax_export.deserialize(model.executable_bytes())
+    if stablehlo is not None:
         out.write("\nStableHLO\n")
-        out.write(exported.mlir_module())
+        out.write(stablehlo)
         out.write("\n")
     return 0

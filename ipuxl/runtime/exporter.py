@@ -58,14 +58,14 @@ def save_session(session: Any, path: str | os.PathLike, *, weights: bool = True)
     for entry, value in zip((*program.variables, *program.remote_buffers), state_values):
         is_buffer = entry in program.remote_buffers
         name = (f"remote_buffer_{entry.remote_buffer_id}" if is_buffer else entry.id)
-        value = np.ascontiguousarray(value)
+        value = np.asarray(value, order="C")  # keeps 0-d (ascontiguousarray: 1-d)
         common = {"kind": "remote_buffer" if is_buffer else "variable",
                   "shape": list(value.shape), "dtype": value.dtype.name,
                   "per_replica": replicas > 1}
         data = None
         if weights:
             data = f"tensor/{name}"
-            blobs[data] = memoryview(value).cast("B") if value.nbytes else b""
+            blobs[data] = _bytes(value)
         anchors.append({"name": name, "direction": "input", "programs": [LOAD],
                         "data": data, **common})
         anchors.append({"name": f"save/{name}", "direction": "output", "programs": [SAVE],
@@ -95,9 +95,9 @@ def save_session(session: Any, path: str | os.PathLike, *, weights: bool = True)
 
     constants = []
     for index, constant in enumerate(program.arg_constants):
-        value = np.ascontiguousarray(np.asarray(_host_constant(constant)))
+        value = np.asarray(_host_constant(constant), order="C")
         blob = f"constant/{index}"
-        blobs[blob] = memoryview(value).cast("B") if value.nbytes else b""
+        blobs[blob] = _bytes(value)
         constants.append({"blob": blob, "shape": list(value.shape),
                           "dtype": value.dtype.name})
 
@@ -184,6 +184,12 @@ def _host_constant(constant: Any) -> np.ndarray:
     from ipuxl.lowering import host_to_device_array
 
     return host_to_device_array(constant._data)
+
+
+def _bytes(value: np.ndarray) -> memoryview:
+    """The bytes of a C-contiguous array (ml_dtypes' arrays, such as bfloat16 ones, have
+    no buffer protocol of their own)."""
+    return memoryview(value.reshape(-1).view(np.uint8))
 
 
 def _check_unique(anchors: list[dict[str, Any]]) -> None:

@@ -214,6 +214,23 @@ class Metadata:
         return self._entries
 
 
+_ANCHOR_KEYS = ("name", "direction", "kind", "programs", "shape", "dtype")
+_EXECUTABLE_KEYS = ("blob", "state", "constants", "inputs", "updated", "outputs", "masks")
+
+
+def _check_structure(entries: dict[str, Any]) -> None:
+    """Raise KeyError or TypeError where the metadata lacks what the runtime reads."""
+    parts = [(f"anchor {index}", entry, _ANCHOR_KEYS)
+             for index, entry in enumerate(entries["anchors"])]
+    parts.append(("executable", entries["executable"], _EXECUTABLE_KEYS))
+    parts += [(f"constant {index}", entry, ("blob", "shape", "dtype"))
+              for index, entry in enumerate(entries["executable"]["constants"])]
+    for where, entry, keys in parts:
+        missing = [key for key in keys if key not in entry]
+        if missing:
+            raise KeyError(f"{where} has no {', '.join(missing)}")
+
+
 _REQUIRED = ("versions", "package_hash", "replication_factor", "num_host_transfers",
              "platforms", "program_flow", "anchors", "executable")
 
@@ -234,10 +251,25 @@ class Model:
         if missing:
             raise PackageError(f"The package {self._package.path} has incomplete metadata: "
                                f"no {', '.join(missing)}.")
-        self.metadata = Metadata(self._package.metadata)
-        names = [a.name() for a in self.metadata.anchors()]
+        try:
+            self.metadata = Metadata(self._package.metadata)
+            names = [a.name() for a in self.metadata.anchors()]
+            _check_structure(self._package.metadata)
+            executable = self._package.metadata["executable"]
+            unknown = sorted((set(executable["state"]) | set(executable["inputs"])
+                              | set(executable["outputs"])) - set(names))
+        except (KeyError, TypeError, ValueError, AttributeError) as error:
+            if isinstance(error, PackageError):
+                raise
+            raise PackageError(
+                f"The package {self._package.path} has malformed metadata "
+                f"({type(error).__name__}: {error}). It was not written by ipuxl's "
+                "session.save or ipuxl.export: save it again.") from None
         if len(set(names)) != len(names):
             raise PackageError(f"The package {self._package.path} repeats anchor names.")
+        if unknown:
+            raise PackageError(f"The package {self._package.path} has malformed metadata: "
+                               f"its executable uses anchors it does not list: {unknown}.")
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> Model:

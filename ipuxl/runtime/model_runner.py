@@ -169,7 +169,8 @@ def _checked(anchor: Anchor, value: Any, shape: tuple[int, ...]) -> np.ndarray:
                          f"({dtype.name}); got shape {list(array.shape)}.")
     if array.dtype == dtype:
         return array
-    converted = array.astype(dtype)
+    with np.errstate(over="ignore", invalid="ignore"):  # checked below
+        converted = array.astype(dtype)
     if np.issubdtype(array.dtype, np.floating) and dtype.kind == "f":
         finite = np.isfinite(array)
         if np.array_equal(np.isfinite(converted.astype(np.float64)), finite):

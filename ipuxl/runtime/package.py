@@ -23,7 +23,7 @@ Example:
     >>> path = os.path.join(tempfile.mkdtemp(), "demo.ipuxl")
     >>> write_package(path, {"hello": 1}, {"data": b"abc"})
     >>> package = read_package(path)
-    >>> package.metadata["hello"], package.blob("data")
+    >>> package.metadata["hello"], bytes(package.blob("data"))
     (1, b'abc')
 """
 
