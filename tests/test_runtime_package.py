@@ -647,6 +647,12 @@ CORRUPTIONS = {
                             "the bytes of 'tensor/w' do not match their SHA-256"),
     "flipped executable byte": (lambda c: _in_blob(c, "executable", 100),
                                 "the bytes of 'executable' do not match their SHA-256"),
+    "nonzero flags": (lambda c: c[:12] + struct.pack("<I", 1) + c[16:],
+                      "its header flags or the padding between its parts are not as written"),
+    "flipped padding after the metadata": (lambda c: _flip(c, _layout(c)[1] - 1),
+                                           "the padding between its parts are not as written"),
+    "flipped padding after the last blob": (lambda c: _flip(c, len(c) - 1),
+                                            "the padding between its parts are not as written"),
     "future format": (lambda c: c[:8] + struct.pack("<I", FORMAT_VERSION + 1) + c[12:],
                       f"of format version {FORMAT_VERSION + 1}; this ipuxl reads version "
                       f"{FORMAT_VERSION}"),
@@ -815,3 +821,59 @@ def test_execute_checks_its_inputs_and_execute_async_keeps_the_order(tmp_path):
         assert got_run.keys() == want_run.keys() == {"y", "j"}
         for key in want_run:
             assert_bitwise(got_run[key], want_run[key], f"run {run}, {key}")
+
+
+def test_float8_streams_take_popxl_host_arrays_and_return_the_same_bytes(tmp_path):
+    from ipuxl.fp8_utils import host_pow2scale_cast_to_fp8
+
+    ir = popxl.Ir()
+    with ir.main_graph:
+        x = popxl.h2d_stream((3,), popxl.float8_143, "x")
+        y = popxl.d2h_stream((3,), popxl.float8_143, "y")
+        ops.host_store(y, ops.host_load(x))
+    data = host_pow2scale_cast_to_fp8(np.float32([0.5, -2, 3]), popxl.float8_143, 0, False)
+    path = tmp_path / "float8.ipuxl"
+    with popxl.Session(ir, "cpu") as session:
+        expected = session.run({x: data})[y]
+        session.save(path)
+    anchor = Model(path).anchor("y")
+    assert anchor.tensorInfo().dataType() == "float8_e4m3fnuz"
+    with ModelRunner(path) as runner:
+        result = runner.execute({"x": data})["y"]  # PopXL's structured host float8
+        again = runner.execute({"x": data.view(np.uint8).view(ml_dtypes.float8_e4m3fnuz)})
+    assert result.dtype == ml_dtypes.float8_e4m3fnuz
+    np.testing.assert_array_equal(result.view(np.uint8), expected.view(np.uint8))
+    np.testing.assert_array_equal(again["y"].view(np.uint8), expected.view(np.uint8))
+    np.testing.assert_array_equal(result.astype(np.float32), [0.5, -2, 3])
+
+
+def test_a_model_runner_on_a_device_the_caller_holds(tmp_path):
+    from ipuxl.runtime import DeviceManager, NoDeviceAvailable
+
+    path = tmp_path / "double.ipuxl"
+    ir = popxl.Ir()
+    with ir.main_graph:
+        x = popxl.h2d_stream((2,), popxl.float32, "x")
+        y = popxl.d2h_stream((2,), popxl.float32, "y")
+        ops.host_store(y, ops.host_load(x) * 2)
+    popxl.export(ir, path)
+    model = Model(path)
+    assert model.anchor("x").hostShape() == (2,) and model.anchor("y").writtenSlots() == [0]
+    devices = []
+    try:
+        while True:  # hold every device the package can run on
+            try:
+                devices.append(DeviceManager().getDevice(model))
+            except NoDeviceAvailable:
+                break
+        with pytest.raises(NoDeviceAvailable, match="is held by another Session"):
+            ModelRunner(model)
+        with ModelRunner(model, device=devices[0]) as runner:
+            np.testing.assert_array_equal(runner.execute({"x": np.float32([1, 2])})["y"],
+                                          [2, 4])
+        assert devices[0].isAttached()  # the caller's device stays the caller's
+        with pytest.raises(TypeError, match="device must be a Device"):
+            ModelRunner(model, device="cpu")
+    finally:
+        for device in devices:
+            device.detach()

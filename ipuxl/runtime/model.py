@@ -142,6 +142,18 @@ class Anchor:
     def useRemoteBuffers(self) -> bool:
         return self._entry["kind"] == "remote_buffer"
 
+    def hostShape(self) -> tuple[int, ...]:
+        """A stream's array for one Main run, as ``ModelRunner.execute`` takes and
+        returns it: ``[num_host_transfers,] [replicas,] *shape`` with size-1 leading
+        dimensions left out (``Session.run``'s layout). Other anchors: their shape."""
+        return tuple(self._entry.get("host_shape", self._entry["shape"]))
+
+    def writtenSlots(self) -> list[int] | None:
+        """For an output stream, the host transfers a Main run writes, when known before
+        the run (None: only the run knows, for example a store inside a conditional)."""
+        written = self._entry.get("written")
+        return None if written is None else list(written)
+
     def hasTensorData(self) -> bool:
         """Whether the package holds data for this anchor (saved variable values)."""
         return self._entry.get("data") is not None

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ipuxl.runtime.devices import DeviceManager, DeviceWaitConfig
+from ipuxl.runtime.devices import Device, DeviceManager, DeviceWaitConfig
 from ipuxl.runtime.engine import Engine
 from ipuxl.runtime.model import Anchor
 from ipuxl.runtime.session import as_model, check_versions
@@ -39,6 +39,9 @@ class ModelRunner:
         wait_config: how to wait for a device held elsewhere.
         check_package_hash: refuse a package saved by another ipuxl/JAX (default).
         cache_dir: a folder for JAX's persistent compilation cache.
+        device: a ``Device`` from ``DeviceManager().getDevice(model)`` to run on (it stays
+            the caller's: ``close`` does not detach it). Default: the runner acquires
+            one (JAX's default backend first) and gives it back on ``close``.
 
     Raises:
         PackageError, PackageVersionMismatch, NoDeviceAvailable: as ``Session``.
@@ -47,17 +50,22 @@ class ModelRunner:
 
     def __init__(self, model_or_path: Any, *, weights: Mapping[str, Any] | None = None,
                  wait_config: DeviceWaitConfig | None = None, check_package_hash: bool = True,
-                 cache_dir: str | None = None):
+                 cache_dir: str | None = None, device: Device | None = None):
         self.model = as_model(model_or_path)
         if check_package_hash:
             check_versions(self.model)
         self._anchors = {a.name(): a for a in self.model.metadata.anchors()}
-        self._device = DeviceManager().getDevice(self.model, wait_config)
+        if device is not None and not isinstance(device, Device):
+            raise TypeError(f"device must be a Device from ipuxl.runtime.DeviceManager()."
+                            f"getDevice(model); got {type(device).__name__}.")
+        self._owned = device is None
+        self._device = device or DeviceManager().getDevice(self.model, wait_config)
         try:
             self._engine = Engine(self.model, self._device.jax_device, cache_dir)
             self._engine.load(self._state(dict(weights or {})))
         except BaseException:
-            self._device.detach()
+            if self._owned:
+                self._device.detach()
             raise
         self._inputs = [self._anchors[n] for n in self._engine.input_names]
         self._outputs = [self._anchors[n] for n in self._engine.output_names]
@@ -111,14 +119,14 @@ class ModelRunner:
                 f"execute needs exactly the input anchors {sorted(expected)}"
                 + (f"; missing {sorted(missing)}" if missing else "")
                 + (f"; unexpected {sorted(map(str, extra))}" if extra else "") + ".")
-        arrays = [_checked(a, inputs[a.name()], tuple(a._entry["host_shape"]))
+        arrays = [_checked(a, inputs[a.name()], a.hostShape())
                   for a in self._inputs]
         with self._lock:
             outputs, masks = self._engine.run(arrays)
         result = {}
         for anchor, value in zip(self._outputs, outputs):
-            host_shape = tuple(anchor._entry["host_shape"])
-            written = anchor._entry.get("written")
+            host_shape = anchor.hostShape()
+            written = anchor.writtenSlots()
             if written is None:
                 written = np.flatnonzero(masks[anchor.name()]).tolist()
             if len(written) == value.shape[0]:
@@ -150,7 +158,8 @@ class ModelRunner:
         """Finish queued ``executeAsync`` calls and give the device back."""
         if self._pool is not None:
             self._pool.shutdown(wait=True)
-        self._device.detach()
+        if self._owned:
+            self._device.detach()
 
     def __enter__(self) -> ModelRunner:
         return self
@@ -169,14 +178,19 @@ def _checked(anchor: Anchor, value: Any, shape: tuple[int, ...]) -> np.ndarray:
                          f"({dtype.name}); got shape {list(array.shape)}.")
     if array.dtype == dtype:
         return array
-    with np.errstate(over="ignore", invalid="ignore"):  # checked below
-        converted = array.astype(dtype)
-    if np.issubdtype(array.dtype, np.floating) and dtype.kind == "f":
-        finite = np.isfinite(array)
-        if np.array_equal(np.isfinite(converted.astype(np.float64)), finite):
-            return converted  # a float narrowed (rounded), as Session.run downcasts
-    elif np.array_equal(converted.astype(array.dtype), array, equal_nan=True):
-        return converted
+    if array.dtype.names is not None and array.dtype.itemsize == dtype.itemsize == 1:
+        return array.view(np.uint8).view(dtype)  # PopXL's host float8: the same bytes
+    try:
+        with np.errstate(over="ignore", invalid="ignore"):  # checked below
+            converted = array.astype(dtype)
+        if np.issubdtype(array.dtype, np.floating) and dtype.kind == "f":
+            finite = np.isfinite(array)
+            if np.array_equal(np.isfinite(converted.astype(np.float64)), finite):
+                return converted  # a float narrowed (rounded), as Session.run downcasts
+        elif np.array_equal(converted.astype(array.dtype), array, equal_nan=True):
+            return converted
+    except (TypeError, ValueError):  # no conversion between the two dtypes
+        pass
     raise ValueError(
         f"Anchor {anchor.name()!r} holds {dtype.name}; the {array.dtype.name} values given "
         f"do not all fit (converting would change them). Pass {dtype.name} data.")

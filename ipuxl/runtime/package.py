@@ -13,9 +13,10 @@ The layout (all integers little-endian; ``docs/package_format.md`` is the refere
     ...           padding to a multiple of 64
     S       D     data section     the blobs, each at a 64-byte aligned offset from S
 
-The metadata lists every blob (``"blobs": {name: {"offset", "size", "sha256"}}``), so a
-reader checks each blob it uses; a file cut short, padded, or changed anywhere gives a
-``PackageError`` that says which part is wrong. This module knows bytes and JSON only;
+The metadata lists every blob (``"blobs": {name: {"offset", "size", "sha256"}}``). Reading
+checks the size, the metadata's checksum, the flags and that all padding is zero; each
+blob's checksum is checked when the blob is first read. A file cut short, padded or
+changed gives a ``PackageError`` that says which part is wrong. This module knows bytes and JSON only;
 what the metadata means is :mod:`ipuxl.runtime.model`.
 
 Example:
@@ -156,7 +157,7 @@ def read_package(path: str | os.PathLike) -> Package:
             f"{MAGIC!r} (found {found!r}, {len(content)} bytes in all). Packages are written "
             "by `session.save(path)` or `ipuxl.export(ir, path)`."
         )
-    _, version, _flags, meta_size, meta_hash, data_size = _HEADER.unpack_from(content)
+    _, version, flags, meta_size, meta_hash, data_size = _HEADER.unpack_from(content)
     if version != FORMAT_VERSION:
         raise PackageError(
             f"{path} is an ipuxl package of format version {version}; this ipuxl reads "
@@ -190,4 +191,17 @@ def read_package(path: str | os.PathLike) -> Package:
             raise
         raise PackageError(f"The package {path} has unreadable metadata: {error}.") from None
     data = memoryview(content)[data_start:]
+    # What no checksum covers must be as written: flags 0, padding zeros.
+    gaps = [(_HEADER.size + meta_size, data_start)]
+    covered = sorted((e["offset"], e["offset"] + e["size"]) for e in blobs.values())
+    position = 0
+    for start, end in covered:
+        gaps.append((data_start + position, data_start + max(position, start)))
+        position = max(position, end)
+    gaps.append((data_start + position, expected))
+    if flags != 0 or any(content[a:b].count(0) != b - a for a, b in gaps if b > a):
+        raise PackageError(
+            f"The package {path} is corrupt: its header flags or the padding between its "
+            "parts are not as written (flags 0, zero padding). Save the package again."
+        )
     return Package(path, version, metadata, data, set())

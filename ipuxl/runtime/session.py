@@ -526,12 +526,12 @@ class Session:
             for slot in range(slots):
                 self._call(name, callback, buffer[slot],
                            "the Main program did not run (the device state is unchanged)")
-            inputs.append(buffer.reshape(anchor._entry["host_shape"]))
+            inputs.append(buffer.reshape(anchor.hostShape()))
         outputs, masks = engine.run(inputs)
         self._needs_save = True
         for name, result in zip(engine.output_names, outputs):
             anchor = self._anchors[name]
-            written = anchor._entry.get("written")
+            written = anchor.writtenSlots()
             if written is None:
                 written = np.flatnonzero(masks[name]).tolist()
             buffer = np.array(result)  # writable: the callbacks get views of it
