@@ -877,3 +877,64 @@ def test_a_model_runner_on_a_device_the_caller_holds(tmp_path):
     finally:
         for device in devices:
             device.detach()
+
+
+def _doubling_package(path: Path) -> Path:
+    ir = popxl.Ir()
+    with ir.main_graph:
+        x = popxl.h2d_stream((3,), popxl.float32, "x")
+        y = popxl.d2h_stream((3,), popxl.float32, "y")
+        w = popxl.variable(np.float32([1, 2, 3]), name="w")
+        ops.host_store(y, ops.host_load(x) * w * 2)
+    popxl.export(ir, path)
+    return path
+
+
+def test_the_executable_cache_loads_without_compiling_and_survives_bad_entries(
+        tmp_path, restore_jax_cache_config, monkeypatch):
+    from ipuxl.runtime import engine
+
+    path = _doubling_package(tmp_path / "double.ipuxl")
+    cache = tmp_path / "cache"
+    x = np.float32([1, -1, 0.5])
+    with ModelRunner(path, cache_dir=str(cache)) as runner:  # compiles, fills the cache
+        first = runner.execute({"x": x})["y"]
+    entries = list((cache / "ipuxl-executables").glob("*.bin"))
+    assert len(entries) == 1
+
+    compiled = []
+    real_compile_fresh = engine.compile_fresh
+
+    def counting(exported, device):
+        compiled.append(True)
+        return real_compile_fresh(exported, device)
+
+    monkeypatch.setattr(engine, "compile_fresh", counting)
+    with ModelRunner(path, cache_dir=str(cache)) as runner:  # from the cache
+        assert runner._engine._cache_entry == str(entries[0])
+        np.testing.assert_array_equal(runner.execute({"x": x})["y"], first)
+        assert runner._engine._cache_entry is None  # it ran: kept
+    assert compiled == [] and entries[0].exists()
+
+    entries[0].write_bytes(b"not an executable")  # a damaged entry: compiled again
+    with ModelRunner(path, cache_dir=str(cache)) as runner:
+        assert runner._engine._cache_entry is None
+        np.testing.assert_array_equal(runner.execute({"x": x})["y"], first)
+    assert entries[0].read_bytes() != b"not an executable"  # rewritten
+
+    # An entry that loads but fails its first run: recompiled, the entry dropped, and the
+    # run still gives the right answer.
+    real_step = engine.Engine._step
+    failures = []
+
+    def failing_once(self, state, inputs):
+        if self._cache_entry is not None and not failures:
+            failures.append(True)
+            raise RuntimeError("Function wrapped_add not found")
+        return real_step(self, state, inputs)
+
+    monkeypatch.setattr(engine.Engine, "_step", failing_once)
+    with ModelRunner(path, cache_dir=str(cache)) as runner:
+        np.testing.assert_array_equal(runner.execute({"x": x})["y"], first)
+    assert failures == [True] and compiled == [True] and not entries[0].exists()
+    np.testing.assert_array_equal(first, x * np.float32([1, 2, 3]) * 2)

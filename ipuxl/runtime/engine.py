@@ -2,8 +2,9 @@
 state, run.
 
 ``Engine(model, jax_device)`` deserializes the package's ``jax.export`` executable and
-compiles it for the device (JAX's persistent compilation cache serves a compile seen
-before when one is configured: ``POPXL_CACHE_DIR`` or ``cache_dir=``). It then runs the
+compiles it for the device (or loads it from the executable cache when one is
+configured, ``POPXL_CACHE_DIR`` or ``cache_dir=``: see :mod:`ipuxl.runtime.compile`). It
+then runs the
 three programs as array operations, with no callbacks and no anchors (that is
 :class:`ipuxl.runtime.Session`'s job):
 
@@ -18,7 +19,6 @@ A run is all or nothing: the state is replaced only when the step has finished.
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 from typing import Any
 
@@ -26,6 +26,7 @@ import jax
 import numpy as np
 from jax import export as jax_export
 
+from ipuxl.runtime.compile import compile_exported, compile_fresh, forget
 from ipuxl.runtime.model import Model
 
 __all__ = ["Engine", "direct_call"]
@@ -57,18 +58,10 @@ class Engine:
                 "(jax.devices('cpu')[0] is always there), or save it again where the "
                 "program lowers for this platform."
             )
-        cache = cache_dir or os.environ.get("POPXL_CACHE_DIR")
-        if cache:
-            from ipuxl.executable_cache import use_persistent_cache
-
-            use_persistent_cache(cache)
         with self._mode():
-            exported = jax_export.deserialize(model.executable_bytes())
-            sharding = jax.sharding.SingleDeviceSharding(device)
-            specs = [jax.ShapeDtypeStruct(aval.shape, aval.dtype, sharding=sharding)
-                     for aval in exported.in_avals]
-            self.exported = exported
-            self._compiled = jax.jit(exported.call, keep_unused=True).lower(*specs).compile()
+            self.exported = jax_export.deserialize(model.executable_bytes())
+            self._compiled, self._cache_entry = compile_exported(self.exported, device,
+                                                                 cache_dir)
             self._constants = tuple(jax.device_put(value, device)
                                     for value in model.constants())
         self._call = direct_call(self._compiled)
@@ -86,8 +79,10 @@ class Engine:
     def load(self, arrays: list[np.ndarray]) -> None:
         """Copy ``arrays`` (one per state entry, in order) to the device."""
         with self._mode():
-            state = tuple(jax.device_put(np.array(a, copy=True), self.device)
-                          for a in arrays)
+            # A read-only array (the package's data) cannot change later, so the device
+            # may share its memory; the caller's writable arrays are copied first.
+            state = tuple(jax.device_put(np.array(a) if a.flags.writeable else a,
+                                         self.device) for a in arrays)
         with self._lock:
             self._state = state
 
@@ -101,13 +96,19 @@ class Engine:
         bool mask of written slots by output name."""
         with self._lock:
             state = self._state if self._state is not None else ()
-            if self._x64:
-                with jax.enable_x64(True):
-                    results = self._call(*state, *self._constants, *inputs)
-            else:
-                results = self._call(*state, *self._constants, *inputs)
-            if results:
-                results[0].block_until_ready()
+            try:
+                results = self._step(state, inputs)
+            except Exception:
+                if self._cache_entry is None:
+                    raise
+                # An executable from the cache that does not run here: compile it.
+                forget(self._cache_entry)
+                self._cache_entry = None
+                with self._mode():
+                    self._compiled = compile_fresh(self.exported, self.device)
+                self._call = direct_call(self._compiled)
+                results = self._step(state, inputs)
+            self._cache_entry = None  # it ran: keep it
             first = len(self._updated)
             count = len(self.output_names)
             outputs = [np.asarray(r) for r in results[first:first + count]]
@@ -119,6 +120,16 @@ class Engine:
                     new_state[index] = value
                 self._state = tuple(new_state)
         return outputs, masks
+
+    def _step(self, state: tuple, inputs: list[np.ndarray]) -> Any:
+        if self._x64:
+            with jax.enable_x64(True):
+                results = self._call(*state, *self._constants, *inputs)
+        else:
+            results = self._call(*state, *self._constants, *inputs)
+        if results:
+            results[0].block_until_ready()
+        return results
 
     def save(self) -> list[np.ndarray]:
         """The state on the host (read-only arrays, in order)."""

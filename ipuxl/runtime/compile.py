@@ -1,0 +1,126 @@
+"""Compiling a package's executable for a device, as fast as JAX allows.
+
+``compile_exported(exported, device, cache_dir)`` returns the compiled executable of a
+deserialized ``jax.export.Exported``, and whether it came from the executable cache:
+
+* **LAPACK.** Lowering an exported function for the CPU makes JAX set up its LAPACK
+  kernels first (importing SciPy's bindings: about 0.2 s), whether or not the program
+  calls one. A program whose StableHLO names no ``lapack`` kernel skips that set-up.
+* **The executable cache.** With a cache folder (``cache_dir=`` or ``POPXL_CACHE_DIR``),
+  the compiled executable is kept in ``<cache>/ipuxl-executables/<key>.bin`` (XLA's own
+  serialization, through ``jax.experimental.serialize_executable``) and loaded from there
+  next time, without compiling. The key hashes the StableHLO, the JAX and jaxlib
+  versions, the device kind and the x64 mode. Anything that goes wrong with an entry
+  (missing, unreadable, refused by XLA) falls back to compiling, and the engine
+  recompiles if a cached executable fails its first run. JAX's persistent compilation
+  cache is turned on in the same folder too. As with JAX's cache, the folder must be
+  trusted: its entries are loaded as executables.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import os
+import tempfile
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import jax
+
+__all__ = ["compile_exported", "compile_fresh", "forget"]
+
+_LOGGER = logging.getLogger(__name__)
+_PATCH_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _without_lapack_setup(exported: Any) -> Iterator[None]:
+    """Lower ``exported`` without JAX's LAPACK set-up when it calls no LAPACK kernel."""
+    try:
+        from jax._src.export import _export as private
+    except ImportError:  # a JAX without this private module: nothing to skip
+        yield
+        return
+    original = getattr(private, "_ensure_backends_initialized", None)
+    if original is None or b"lapack" in exported.mlir_module_serialized:
+        yield
+        return
+    with _PATCH_LOCK:
+        private._ensure_backends_initialized = lambda platforms: None
+        try:
+            yield
+        finally:
+            private._ensure_backends_initialized = original
+
+
+def _lowered(exported: Any, device: jax.Device) -> Any:
+    sharding = jax.sharding.SingleDeviceSharding(device)
+    specs = [jax.ShapeDtypeStruct(aval.shape, aval.dtype, sharding=sharding)
+             for aval in exported.in_avals]
+    with _without_lapack_setup(exported):
+        return jax.jit(exported.call, keep_unused=True).lower(*specs)
+
+
+def _entry(exported: Any, device: jax.Device, cache_dir: str) -> str:
+    import jaxlib
+
+    key = hashlib.sha256()
+    key.update(exported.mlir_module_serialized)
+    for part in (jax.__version__, jaxlib.__version__, device.platform,
+                 getattr(device, "device_kind", ""), str(jax.config.jax_enable_x64)):
+        key.update(b"\0" + part.encode())
+    return os.path.join(cache_dir, "ipuxl-executables", key.hexdigest() + ".bin")
+
+
+def compile_fresh(exported: Any, device: jax.Device) -> Any:
+    """Compile ``exported`` for ``device`` (no executable cache)."""
+    return _lowered(exported, device).compile()
+
+
+def compile_exported(exported: Any, device: jax.Device, cache_dir: str | None
+                     ) -> tuple[Any, str | None]:
+    """The compiled executable, and the cache entry it was loaded from (None when it was
+    compiled here)."""
+    cache_dir = cache_dir or os.environ.get("POPXL_CACHE_DIR")
+    lowered = _lowered(exported, device)
+    if not cache_dir:
+        return lowered.compile(), None
+    from jax.experimental import serialize_executable
+
+    from ipuxl.executable_cache import use_persistent_cache
+
+    use_persistent_cache(cache_dir)
+    entry = _entry(exported, device, cache_dir)
+    if os.path.exists(entry):
+        try:
+            with open(entry, "rb") as file:
+                payload = file.read()
+            loaded = serialize_executable.deserialize_and_load(
+                payload, lowered.in_tree, lowered.out_tree)
+            return loaded, entry
+        except Exception as error:  # a stale or damaged entry: compile instead
+            _LOGGER.debug("executable cache entry %s refused (%s); compiling", entry, error)
+            forget(entry)
+    compiled = lowered.compile()
+    temporary = None
+    try:
+        payload, _, _ = serialize_executable.serialize(compiled)
+        os.makedirs(os.path.dirname(entry), exist_ok=True)
+        handle, temporary = tempfile.mkstemp(dir=os.path.dirname(entry), prefix=".tmp-")
+        with os.fdopen(handle, "wb") as file:
+            file.write(payload)
+        os.replace(temporary, entry)
+    except Exception as error:  # a backend that cannot serialize: just don't cache
+        _LOGGER.debug("executable not cached (%s)", error)
+        if temporary is not None:
+            forget(temporary)
+    return compiled, None
+
+
+def forget(entry: str) -> None:
+    """Remove a cache entry that did not work."""
+    with contextlib.suppress(OSError):
+        os.unlink(entry)
