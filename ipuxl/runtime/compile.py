@@ -85,9 +85,8 @@ def compile_exported(exported: Any, device: jax.Device, cache_dir: str | None
     """The compiled executable, and the cache entry it was loaded from (None when it was
     compiled here)."""
     cache_dir = cache_dir or os.environ.get("POPXL_CACHE_DIR")
-    lowered = _lowered(exported, device)
     if not cache_dir:
-        return lowered.compile(), None
+        return compile_fresh(exported, device), None
     from jax.experimental import serialize_executable
 
     from ipuxl.executable_cache import use_persistent_cache
@@ -98,13 +97,17 @@ def compile_exported(exported: Any, device: jax.Device, cache_dir: str | None
         try:
             with open(entry, "rb") as file:
                 payload = file.read()
+            # The call's argument and result structures, as lowering would give them
+            # (flat arguments; the exported function's results), so no lowering is needed.
+            arguments = jax.tree_util.tree_structure(
+                (tuple(range(len(exported.in_avals))), {}))
             loaded = serialize_executable.deserialize_and_load(
-                payload, lowered.in_tree, lowered.out_tree)
+                payload, arguments, exported.out_tree)
             return loaded, entry
         except Exception as error:  # a stale or damaged entry: compile instead
             _LOGGER.debug("executable cache entry %s refused (%s); compiling", entry, error)
             forget(entry)
-    compiled = lowered.compile()
+    compiled = _lowered(exported, device).compile()
     temporary = None
     try:
         payload, _, _ = serialize_executable.serialize(compiled)

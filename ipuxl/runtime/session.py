@@ -55,7 +55,7 @@ from ipuxl.runtime.model import (
     package_hash,
     runtime_versions,
 )
-from ipuxl.runtime.queues import QueueDisconnected, QueueManager
+from ipuxl.runtime.queues import InputQueue, OutputQueue, QueueDisconnected, QueueManager
 
 __all__ = ["LaunchPolicy", "PackageVersionMismatch", "Session", "SessionConfig",
            "as_model"]
@@ -521,8 +521,11 @@ class Session:
         for name in engine.input_names:
             anchor = self._anchors[name]
             info = anchor.tensorInfo()
-            buffer = np.zeros((slots, *info.shape()), info.numpyDType())
             callback = self._callbacks[name]
+            # A queue fills every transfer; other callbacks may leave zeros in place.
+            fill = np.empty if isinstance(getattr(callback, "__self__", None),
+                                          InputQueue) else np.zeros
+            buffer = fill((slots, *info.shape()), info.numpyDType())
             for slot in range(slots):
                 self._call(name, callback, buffer[slot],
                            "the Main program did not run (the device state is unchanged)")
@@ -534,8 +537,10 @@ class Session:
             written = anchor.writtenSlots()
             if written is None:
                 written = np.flatnonzero(masks[name]).tolist()
-            buffer = np.array(result)  # writable: the callbacks get views of it
             callback = self._callbacks[name]
+            # A queue only copies out of the buffer; user callbacks get writable views.
+            buffer = (result if isinstance(getattr(callback, "__self__", None), OutputQueue)
+                      else np.array(result))
             for slot in written:
                 self._call(name, callback, buffer[slot],
                            "the Main program had run (the device state is updated)")
