@@ -282,6 +282,10 @@ class Model:
         if unknown:
             raise PackageError(f"The package {self._package.path} has malformed metadata: "
                                f"its executable uses anchors it does not list: {unknown}.")
+        # The tensor data is checked on a helper thread while the executable loads.
+        self._package.check_soon(
+            [a._entry["data"] for a in self.metadata.anchors() if a.hasTensorData()]
+            + [c["blob"] for c in self._package.metadata["executable"]["constants"]])
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> Model:

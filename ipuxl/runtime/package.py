@@ -36,8 +36,11 @@ import os
 import struct
 import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 __all__ = ["FORMAT_VERSION", "MAGIC", "PackageError", "Package", "read_package",
            "write_package"]
@@ -113,9 +116,28 @@ class Package:
     metadata: dict[str, Any]
     _data: memoryview
     _checked: set
+    # Digests being computed on a helper thread (see check_soon), by blob name.
+    _digests: dict = field(default_factory=dict)
 
     def blob_names(self) -> list[str]:
         return list(self.metadata["blobs"])
+
+    def _view(self, name: str) -> memoryview:
+        entry = self.metadata["blobs"][name]
+        return self._data[entry["offset"]:entry["offset"] + entry["size"]]
+
+    def check_soon(self, names: list[str]) -> None:
+        """Start computing the checksums of blobs ``names`` on a helper thread (hashing
+        releases the GIL), so that ``blob`` finds them done: loading weights then
+        overlaps with compiling the executable."""
+        names = [n for n in names if n in self.metadata["blobs"] and n not in self._digests]
+        if not names:
+            return
+        pool = ThreadPoolExecutor(1, thread_name_prefix="ipuxl-checksum")
+        for name in names:
+            self._digests[name] = pool.submit(
+                lambda view: hashlib.sha256(view).hexdigest(), self._view(name))
+        pool.shutdown(wait=False)
 
     def blob(self, name: str) -> memoryview:
         """The bytes of blob ``name``, checked against their SHA-256 on first use.
@@ -127,9 +149,12 @@ class Package:
         if entry is None:
             raise PackageError(f"The package {self.path} has no blob {name!r}; it has "
                                f"{sorted(self.metadata['blobs'])}.")
-        view = self._data[entry["offset"]:entry["offset"] + entry["size"]]
+        view = self._view(name)
         if name not in self._checked:
-            if hashlib.sha256(view).hexdigest() != entry["sha256"]:
+            pending = self._digests.pop(name, None)
+            digest = (pending.result() if pending is not None
+                      else hashlib.sha256(view).hexdigest())
+            if digest != entry["sha256"]:
                 raise PackageError(
                     f"The package {self.path} is corrupt: the bytes of {name!r} do not match "
                     "their SHA-256 checksum. Save the package again, or copy it again if it "
@@ -137,6 +162,18 @@ class Package:
                 )
             self._checked.add(name)
         return view
+
+
+def _read_aligned(path: str) -> memoryview:
+    """The file's bytes in memory aligned to 64 bytes, so that each blob (64-aligned in
+    the file) is an aligned array the device can use without copying it."""
+    with open(path, "rb") as file:
+        size = os.fstat(file.fileno()).st_size
+        memory = np.empty(size + _ALIGN, np.uint8)
+        start = -memory.ctypes.data % _ALIGN
+        content = memoryview(memory[start:start + size])
+        read = file.readinto(content)
+    return content[:read].toreadonly()
 
 
 def read_package(path: str | os.PathLike) -> Package:
@@ -148,10 +185,9 @@ def read_package(path: str | os.PathLike) -> Package:
             format version this ipuxl does not read, or its metadata is corrupt.
     """
     path = os.fspath(path)
-    with open(path, "rb") as file:
-        content = file.read()
-    if len(content) < _HEADER.size or not content.startswith(MAGIC):
-        found = content[:8]
+    content = _read_aligned(path)
+    if len(content) < _HEADER.size or bytes(content[:8]) != MAGIC:
+        found = bytes(content[:8])
         raise PackageError(
             f"{path} is not an ipuxl package: it does not start with the package magic "
             f"{MAGIC!r} (found {found!r}, {len(content)} bytes in all). Packages are written "
@@ -172,7 +208,7 @@ def read_package(path: str | os.PathLike) -> Package:
             f"(metadata {meta_size}, data {data_size}), the file has {len(content)}. "
             "It was probably not copied completely: copy or save it again."
         )
-    meta_bytes = content[_HEADER.size:_HEADER.size + meta_size]
+    meta_bytes = bytes(content[_HEADER.size:_HEADER.size + meta_size])
     if hashlib.sha256(meta_bytes).digest() != meta_hash:
         raise PackageError(
             f"The package {path} is corrupt: its metadata does not match its SHA-256 "
@@ -190,7 +226,7 @@ def read_package(path: str | os.PathLike) -> Package:
         if isinstance(error, PackageError):
             raise
         raise PackageError(f"The package {path} has unreadable metadata: {error}.") from None
-    data = memoryview(content)[data_start:]
+    data = content[data_start:]
     # What no checksum covers must be as written: flags 0, padding zeros.
     gaps = [(_HEADER.size + meta_size, data_start)]
     covered = sorted((e["offset"], e["offset"] + e["size"]) for e in blobs.values())
@@ -199,7 +235,8 @@ def read_package(path: str | os.PathLike) -> Package:
         gaps.append((data_start + position, data_start + max(position, start)))
         position = max(position, end)
     gaps.append((data_start + position, expected))
-    if flags != 0 or any(content[a:b].count(0) != b - a for a, b in gaps if b > a):
+    if flags != 0 or any(bytes(content[a:b]).count(0) != b - a for a, b in gaps
+                         if b > a):
         raise PackageError(
             f"The package {path} is corrupt: its header flags or the padding between its "
             "parts are not as written (flags 0, zero padding). Save the package again."
