@@ -2,112 +2,68 @@
 
 ``import ipuxl as popxl`` gives PopXL's public API; ``ipuxl.alias_popxl()`` makes
 ``import popxl`` (and ``import popart``) resolve to ipuxl in this process.
+
+The API (:mod:`ipuxl.api`) is loaded on first use: ``import ipuxl`` costs little until
+a name such as ``ipuxl.Ir`` is looked up, and ``import ipuxl.runtime`` serves saved
+packages without loading the building code at all.
 """
 
 # First: sets XLA_FLAGS before JAX's backend starts (see ipuxl.xla_defaults).
 from ipuxl import xla_defaults as _xla_defaults  # noqa: F401, I001
 
-# Importable but not in PopXL's __all__ (the `x as x` form marks a re-export).
-from ipuxl import dtypes as dtypes
-from ipuxl import ops as ops
-from ipuxl import popart as _popart
-from ipuxl import popdist as popdist
-from ipuxl import sim as sim
-from ipuxl import transforms as transforms
-from ipuxl.alias import alias_popxl as alias_popxl
-from ipuxl.context import (
-    gcg,
-    get_current_graph,
-    get_ir,
-    get_main_graph,
-    gir,
-    gmg,
-    in_sequence,
-    io_tiles,
-    ipu,
-    name_scope,
-)
-from ipuxl.dot import to_dot as to_dot  # an ipuxl extension: Graphviz source
-from ipuxl.dtypes import bfloat16 as bfloat16  # an ipuxl extension
-from ipuxl.dtypes import (
-    bool,
-    complex64,
-    complex128,
-    double,
-    dtype,
-    float,
-    float8_143,
-    float8_152,
-    float16,
-    float32,
-    float64,
-    half,
-    int8,
-    int16,
-    int32,
-    int64,
-    uint8,
-    uint16,
-    uint32,
-    uint64,
-)
-from ipuxl.execution_context import ExecutionContext
-from ipuxl.graph import Graph
-from ipuxl.ir import Ir
-from ipuxl.jit import jit as jit  # ipuxl extensions: the JAX-style workflow
-from ipuxl.jit_grad import grad as grad
-from ipuxl.jit_grad import value_and_grad as value_and_grad
-from ipuxl.module import Module
-from ipuxl.profiling import profile as profile
-from ipuxl.random_seed import create_seeds
-from ipuxl.remote_buffer import RemoteBuffer, remote_buffer
-from ipuxl.replica_grouping import ReplicaGrouping
-from ipuxl.replica_sharding import (
-    remote_replica_sharded_variable,
-    replica_sharded_variable,
-)
-from ipuxl.replica_sharding import (
-    replica_sharded_buffer as replica_sharded_buffer,  # importable, not in PopXL's __all__
-)
-from ipuxl.session import Session
-from ipuxl.session import export as export  # an ipuxl extension: a package for ipuxl.runtime
-from ipuxl.streams import DeviceToHostStream, HostToDeviceStream, d2h_stream, h2d_stream
-from ipuxl.tensor import Constant as Constant
-from ipuxl.tensor import Tensor, TensorByRef, TensorSpec
-from ipuxl.tensor import Variable as Variable
-from ipuxl.tensor_factories import (
-    constant,
-    graph_input,
-    graph_output,
-    remote_variable,
-    variable,
-)
-from ipuxl.tensor_location import (
-    ReplicatedTensorSharding,
-    TensorLocation,
-    TensorStorage,
-    TileSet,
-)
-
-# An ipuxl extension: popart.OutOfMemoryException, raised by the IPU model (ipuxl.sim).
-OutOfMemoryError = _popart.OutOfMemoryException
+import importlib as _importlib
+import os as _os
+import sys as _sys
+import types as _types
+from typing import Any as _Any
 
 __version__ = "0.1.0"
 
-__all__ = [
-    # context
-    "get_current_graph", "get_main_graph", "get_ir", "gcg", "gmg", "gir", "in_sequence",
-    "name_scope", "ipu", "io_tiles",
-    # dtypes
-    "dtype", "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-    "half", "float8_143", "float8_152", "float16", "float", "float32", "double", "float64",
-    "complex64", "complex128",
-    # classes and factories
-    "Graph", "Ir", "Module", "create_seeds", "RemoteBuffer", "remote_buffer",
-    "ReplicaGrouping", "HostToDeviceStream", "DeviceToHostStream", "h2d_stream", "d2h_stream",
-    "Tensor", "variable", "constant", "graph_input", "graph_output", "remote_variable",
-    "remote_replica_sharded_variable", "replica_sharded_variable",
-    "TensorByRef",
-    "TensorSpec", "TensorStorage", "TensorLocation", "ReplicatedTensorSharding", "TileSet",
-    "ExecutionContext", "Session",
-]
+# API names that are also submodule names: ``ipuxl.jit`` is the decorator and
+# ``ipuxl.remote_buffer`` the factory, never the modules ``ipuxl/jit.py`` and
+# ``ipuxl/remote_buffer.py`` (which stay importable by path).
+_API_OVER_MODULES = frozenset({"jit", "remote_buffer"})
+
+
+def _load_api() -> _types.ModuleType:
+    api = _importlib.import_module("ipuxl.api")
+    package = _sys.modules[__name__]
+    for name, value in vars(api).items():
+        if not name.startswith("_") or name == "__all__":
+            _types.ModuleType.__setattr__(package, name, value)
+    return api
+
+
+def __getattr__(name: str) -> _Any:
+    if name.startswith("__") and name != "__all__":  # probes by tools: no API load
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if name not in _API_OVER_MODULES and _is_submodule(name):
+        # ``ipuxl.dtypes``, ``from ipuxl import ops``: that module only (the building
+        # modules import each other this way while the API itself is loading).
+        return _importlib.import_module(f"{__name__}.{name}")
+    api = _load_api()
+    if name not in vars(api):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return vars(api)[name]
+
+
+def _is_submodule(name: str) -> bool:
+    return any(_os.path.exists(_os.path.join(folder, name + suffix))
+               for folder in __path__ for suffix in (".py", "/__init__.py"))
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(vars(_load_api())))
+
+
+class _Package(_types.ModuleType):
+    """The ``ipuxl`` module's type: importing ``ipuxl.jit`` or ``ipuxl.remote_buffer``
+    must not replace the API name of the same spelling with the module."""
+
+    def __setattr__(self, name: str, value: _Any) -> None:
+        if name in _API_OVER_MODULES and isinstance(value, _types.ModuleType):
+            return  # the module stays in sys.modules; the package attribute is the API's
+        super().__setattr__(name, value)
+
+
+_sys.modules[__name__].__class__ = _Package

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import ipuxl as popxl
+import ipuxl.api
 import ipuxl.tensor
 import ipuxl.tensor_factories
 from ipuxl import dtypes
@@ -306,3 +307,52 @@ def test_mse_scale_of_data_near_underflow_is_positive(dtype, host):
         assert scale > 0
         assert exact_mse(x, dtype, scale) < exact_mse(x, dtype, 0)
         assert_best_of_all_candidates(x, dtype, scale)
+
+
+# ----------------------------------------------------------------------------- the package
+LAZY_PACKAGE = """
+import sys
+import ipuxl
+assert "ipuxl.api" not in sys.modules and "ipuxl.ir" not in sys.modules
+from ipuxl import dtypes  # a submodule alone does not load the API
+import ipuxl.jit, ipuxl.remote_buffer  # the modules, imported before the API
+assert "ipuxl.api" not in sys.modules and dtypes.float32.name == "float32"
+assert callable(ipuxl.jit) and callable(ipuxl.remote_buffer)
+assert ipuxl.Ir is sys.modules["ipuxl.ir"].Ir and "ipuxl.api" in sys.modules
+assert ipuxl.jit is sys.modules["ipuxl.jit"].jit
+assert ipuxl.remote_buffer is sys.modules["ipuxl.remote_buffer"].remote_buffer
+print("ok")
+"""
+
+
+def test_the_package_loads_the_api_on_first_use():
+    import subprocess
+
+    result = subprocess.run([sys.executable, "-c", LAZY_PACKAGE], capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok"
+
+
+def test_the_package_gives_every_api_name_and_only_those():
+    for name in [*ipuxl.api.__all__, "ops", "jit", "export", "OutOfMemoryError"]:
+        assert getattr(popxl, name) is getattr(ipuxl.api, name), name
+    assert set(popxl.__all__) <= set(dir(popxl))
+    namespace = {}
+    exec("from ipuxl import *", namespace)
+    assert namespace["Ir"] is ipuxl.api.Ir and "ops" not in namespace
+    with pytest.raises(AttributeError, match="module 'ipuxl' has no attribute 'Nothing'"):
+        popxl.Nothing  # noqa: B018
+    with pytest.raises(AttributeError, match="has no attribute '__wrapped__'"):
+        popxl.__wrapped__  # noqa: B018
+
+
+def test_api_names_that_shadow_modules_are_declared():
+    """The package keeps ``ipuxl.jit`` the decorator even when ``ipuxl/jit.py`` is
+    imported later; that list must hold every API name that is also a module name."""
+    import pkgutil
+
+    modules = {m.name for m in pkgutil.iter_modules(popxl.__path__)}
+    shadowing = {name for name in vars(ipuxl.api) if name in modules
+                 and not isinstance(getattr(ipuxl.api, name), types.ModuleType)}
+    assert shadowing == popxl._API_OVER_MODULES
