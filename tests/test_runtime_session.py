@@ -569,12 +569,38 @@ class Factory:
                 "save/w": self.host.save}[info.anchor.name()]
 
 
-def test_handlers_need_a_bound_session(built):
-    session = Session(built.step)
-    for handler in (session.setUserInputHandler, session.setUserOutputHandler):
-        with pytest.raises(RuntimeError, match=r"^Cannot set a user handler: the session is "
-                                               r"not bound to a device"):
-            handler(Factory(Host()))
+def test_handlers_load_the_executable_if_needed(built):
+    """Model Runtime's rule: setUserInputHandler/setUserOutputHandler load the executable
+    if needed. Before the first binding they only keep the callbacks."""
+    device = DeviceManager().getDevice(Model(built.step))
+    try:
+        session = Session(built.step)  # Deferred: never bound
+        host = Host(steps=np.stack([XS[0]] * 3))  # three Loads, each followed by XS[0]
+        session.setUserInputHandler(Factory(host))
+        session.setUserOutputHandler(Factory(host))
+        assert session.anchorsNotConnectedToCallbacks() == []
+        with pytest.raises(RuntimeError, match=r"^Cannot run program 0: the session is not "
+                                               r"bound to a device"):
+            session.runLoadPrograms()
+        session.bindToDevice(device)
+        session.runPrograms([0, 1])
+        session.stop()
+        with pytest.raises(RuntimeError, match=r"^Cannot run program 0: the session was "
+                                               r"stopped"):
+            session.runLoadPrograms()
+        session.setUserOutputHandler(Factory(host), skip_connected=False)  # loads it again
+        session.runPrograms([0, 1])
+        session.unloadFromDevice()  # runs the Save programs
+        session.setUserInputHandler(Factory(host), skip_connected=False)  # loads it again
+        session.runPrograms([0, 1, 2])
+        session.close()
+    finally:
+        device.detach()
+    want, want_w = numpy_steps(W0, XS[:1])
+    for got in host.steps():  # every Load restarts from the package's w
+        np.testing.assert_array_equal(got, want[0])
+    assert len(host.steps()) == 3
+    np.testing.assert_array_equal(host.saved, [want_w] * 2)
 
 
 def test_default_input_handler_binds_the_user_anchors(built):

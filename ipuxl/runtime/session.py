@@ -363,8 +363,12 @@ class Session:
         data, ``SKIP_CB`` for those with it). With ``skip_connected``, anchors that
         already have a callback are left alone.
 
+        As in Model Runtime, the executable is loaded if needed: a session that was
+        unloaded (``unloadFromDevice``) or stopped is bound again to its device, as
+        ``reload()`` does. A session that was never bound keeps the handler's callbacks
+        for its first ``bindToDevice``.
+
         Raises:
-            RuntimeError: the session is not bound to a device.
             TypeError: the predicate returned something other than an
                 ``AnchorCallbackPolicy``, or the factory a non-callable.
         """
@@ -378,7 +382,11 @@ class Session:
 
     def _set_handler(self, anchors: list[Anchor], factory: Any, predicate: Any,
                      skip_connected: bool) -> None:
-        self._check_bound("set a user handler")
+        with self._run_lock:  # Model Runtime: load the executable if needed
+            device = self._device
+            if (device is not None and device.isAttached()
+                    and (self._engine is None or self._stopped)):
+                self._bind(device)
         bindings = {}
         for anchor in anchors:
             name = anchor.name()
