@@ -21,6 +21,7 @@ import jax
 import ml_dtypes
 import numpy as np
 import pytest
+from jax import export as jax_export
 
 import ipuxl as popxl
 import ipuxl.ops as ops
@@ -937,3 +938,36 @@ def test_the_executable_cache_loads_without_compiling_and_survives_bad_entries(
         np.testing.assert_array_equal(runner.execute({"x": x})["y"], first)
     assert failures == [True] and compiled == [True] and not entries[0].exists()
     np.testing.assert_array_equal(first, x * np.float32([1, 2, 3]) * 2)
+
+
+# ----------------------------------------------------------------------------- reproducible
+BUILD_SCRIPT = """
+import sys
+import numpy as np
+import ipuxl as popxl
+ir = popxl.Ir()
+with ir.main_graph:
+    w = popxl.variable(np.float32([1, 2, 3]), name="w")
+    x = popxl.h2d_stream([3], popxl.float32, name="x")
+    y = popxl.d2h_stream([3], popxl.float32, name="y")
+    popxl.ops.host_store(y, popxl.ops.host_load(x, "x") * w)
+popxl.export(ir, sys.argv[1])
+"""
+
+
+def test_one_program_saved_from_two_folders_gives_the_same_bytes(tmp_path):
+    """No source locations (file paths) reach the package: the same program built from
+    scripts in different folders is the same file, so it shares cache entries too."""
+    paths = []
+    for folder in ("one", "two/deeper"):
+        script = tmp_path / folder / "build.py"
+        script.parent.mkdir(parents=True)
+        script.write_text(BUILD_SCRIPT)
+        paths.append(tmp_path / folder / "model.ipuxl")
+        result = subprocess.run([sys.executable, str(script), str(paths[-1])],
+                                capture_output=True, text=True, timeout=120,
+                                env={**os.environ, "JAX_PLATFORMS": "cpu"})
+        assert result.returncode == 0, result.stderr
+    assert paths[0].read_bytes() == paths[1].read_bytes()
+    module = jax_export.deserialize(Model(paths[0]).executable_bytes()).mlir_module()
+    assert "multiply" in module and str(tmp_path) not in module and ".py" not in module

@@ -26,6 +26,7 @@ from typing import Any
 import jax
 import numpy as np
 from jax import export as jax_export
+from jax._src import config as jax_config  # traceback_in_locations_limit: no public form
 
 from ipuxl.host_buffers import StreamLayout
 from ipuxl.host_callbacks import _CALLBACK_OPS
@@ -151,7 +152,9 @@ def _export(session: Any, flat_step: Any, specs: list) -> tuple[Any, tuple[str, 
     own = session._device.platform
     candidates = [PLATFORMS, tuple(dict.fromkeys(("cpu", own))), (own,)]
     error: Exception | None = None
-    with session._x64():
+    # No source locations in the StableHLO (op names stay): a package does not depend
+    # on the folders it was built in, so one program gives the same bytes anywhere.
+    with session._x64(), jax_config.traceback_in_locations_limit(0):
         for platforms in candidates:
             try:
                 return jax_export.export(jitted, platforms=platforms)(*specs), platforms
