@@ -10,6 +10,9 @@ packages without loading the building code at all.
 
 # First: sets XLA_FLAGS before JAX's backend starts (see ipuxl.xla_defaults).
 from ipuxl import xla_defaults as _xla_defaults  # noqa: F401, I001
+# POPART_LOG_LEVEL / POPXL_LOG_LEVEL are read at import, as PopXL does (standard library
+# only, so the runtime pays nothing for it).
+from ipuxl import logs as _logs  # noqa: F401, I001
 
 import importlib as _importlib
 import os as _os

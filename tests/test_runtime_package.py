@@ -551,7 +551,7 @@ np.save(out + "/session_y.npy", np.stack(got["y"]))
 np.save(out + "/session_w.npy", got["save/w"][0])
 
 # Nothing of the building side was loaded: no Ir, no ops, no tracing, no exporter.
-serving = ("ipuxl", "ipuxl.xla_defaults", "ipuxl.executable_cache")
+serving = ("ipuxl", "ipuxl.xla_defaults", "ipuxl.logs", "ipuxl.executable_cache")
 loaded = sorted(name for name in sys.modules if name.startswith("ipuxl")
                 and name not in serving and not name.startswith("ipuxl.runtime."))
 assert loaded == ["ipuxl.runtime"], loaded
