@@ -472,6 +472,7 @@ def child(mode: str, package: str, weights_path: str, cache: str, spawned: float
         return
     if mode == "build":
         import ipuxl as popxl  # noqa: F401 - the imports a Python deployment needs
+        import ipuxl.api  # noqa: F401 - the whole API (ipuxl loads it on first use)
         import ipuxl.ops  # noqa: F401
 
         start = time.perf_counter()
