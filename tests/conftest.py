@@ -1,5 +1,8 @@
 """Fixtures shared by several test files."""
 
+import gc
+import sys
+
 import jax
 import pytest
 from jax.experimental.compilation_cache import compilation_cache
@@ -17,3 +20,20 @@ def restore_jax_cache_config():
     for name, value in saved.items():
         jax.config.update(name, value)
     compilation_cache.reset_cache()
+
+
+@pytest.fixture(autouse=True)
+def no_runtime_device_left_held():
+    """A test that leaves an ``ipuxl.runtime`` device held fails here, by name, instead of
+    a later test waiting for that device forever (``DeviceWaitStrategy.WAIT_FOREVER``)."""
+    yield
+    devices = sys.modules.get("ipuxl.runtime.devices")
+    if devices is None or not devices._HELD:
+        return
+    gc.collect()  # sessions dropped without close() give their device back when collected
+    with devices._HELD_LOCK:
+        held = list(devices._HELD.values())
+        devices._HELD.clear()  # the next tests start with every device free
+    if held:
+        pytest.fail(f"The test left runtime devices held: {held}. Close the Session or "
+                    "ModelRunner (or device.detach()) before the test ends.")
