@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 import pytest
@@ -971,3 +972,37 @@ def test_one_program_saved_from_two_folders_gives_the_same_bytes(tmp_path):
     assert paths[0].read_bytes() == paths[1].read_bytes()
     module = jax_export.deserialize(Model(paths[0]).executable_bytes()).mlir_module()
     assert "multiply" in module and str(tmp_path) not in module and ".py" not in module
+
+
+# ----------------------------------------------------------------------------- LAPACK
+LAPACK_CHILD = """
+import sys
+import jax, jax.numpy as jnp, numpy as np
+from jax import export
+from ipuxl.runtime.compile import compile_exported
+folder = sys.argv[1]
+exported = export.deserialize(bytearray(open(folder + "/inv.bin", "rb").read()))
+compiled, entry = compile_exported(exported, jax.devices("cpu")[0], folder + "/cache")
+a = np.float32([[2, 1, 0], [1, 3, 1], [0, 1, 4]])
+print(entry is not None, repr(np.asarray(compiled(a)).tobytes()))
+"""
+
+
+def test_a_cached_executable_with_lapack_kernels_runs_in_a_fresh_process(tmp_path):
+    """JAX registers its CPU LAPACK kernels on demand, when lowering; an executable
+    loaded from the cache is not lowered, so the runtime registers them first (without,
+    the process crashed with a segmentation fault in the second run)."""
+    exported = jax_export.export(jax.jit(lambda a: jnp.linalg.inv(a) @ jnp.sin(a)))(
+        jax.ShapeDtypeStruct((3, 3), np.float32))
+    assert b"lapack" in exported.mlir_module_serialized
+    (tmp_path / "inv.bin").write_bytes(exported.serialize())
+    runs = [subprocess.run([sys.executable, "-c", LAPACK_CHILD, str(tmp_path)],
+                           capture_output=True, text=True, timeout=120,
+                           env={**os.environ, "JAX_PLATFORMS": "cpu"}) for _ in range(2)]
+    assert [run.returncode for run in runs] == [0, 0], runs[-1].stderr
+    (first_cached, first), (second_cached, second) = (run.stdout.split() for run in runs)
+    assert (first_cached, second_cached) == ("False", "True")
+    assert first == second
+    a = np.float32([[2, 1, 0], [1, 3, 1], [0, 1, 4]])
+    np.testing.assert_allclose(np.frombuffer(eval(second), np.float32).reshape(3, 3),
+                               np.linalg.inv(a.astype(np.float64)) @ np.sin(a), rtol=1e-5)

@@ -10,7 +10,10 @@ deserialized ``jax.export.Exported``, and whether it came from the executable ca
   the compiled executable is kept in ``<cache>/ipuxl-executables/<key>.bin`` (XLA's own
   serialization, through ``jax.experimental.serialize_executable``) and loaded from there
   next time, without compiling. The key hashes the StableHLO, the JAX and jaxlib
-  versions, the device kind and the x64 mode. Anything that goes wrong with an entry
+  versions, the device kind and the x64 mode. Before an entry is loaded, the kernels
+  JAX registers on demand are registered as lowering would (LAPACK, for a program that
+  calls it: an executable calling an unregistered kernel would crash the process).
+  Anything that goes wrong with an entry
   (missing, unreadable, refused by XLA) falls back to compiling, and the engine
   recompiles if a cached executable fails its first run. JAX's persistent compilation
   cache is turned on in the same folder too. As with JAX's cache, the folder must be
@@ -36,6 +39,27 @@ _LOGGER = logging.getLogger(__name__)
 _PATCH_LOCK = threading.Lock()
 
 
+def _calls_lapack(exported: Any) -> bool:
+    return b"lapack" in exported.mlir_module_serialized
+
+
+def _kernels_ready(exported: Any, device: jax.Device) -> bool:
+    """Register what JAX registers only on demand (on CPU: its LAPACK kernels), as
+    lowering would, before an executable from the cache is loaded: an executable that
+    calls a kernel nobody registered crashes the process. False when that cannot be
+    done (then the entry is not used)."""
+    if not _calls_lapack(exported):
+        return True
+    try:
+        from jax._src.export import _export as private
+
+        private._ensure_backends_initialized((device.platform,))
+    except Exception as error:  # a JAX without this private function
+        _LOGGER.debug("cannot set up LAPACK before loading a cached executable: %s", error)
+        return False
+    return True
+
+
 @contextlib.contextmanager
 def _without_lapack_setup(exported: Any) -> Iterator[None]:
     """Lower ``exported`` without JAX's LAPACK set-up when it calls no LAPACK kernel."""
@@ -45,7 +69,7 @@ def _without_lapack_setup(exported: Any) -> Iterator[None]:
         yield
         return
     original = getattr(private, "_ensure_backends_initialized", None)
-    if original is None or b"lapack" in exported.mlir_module_serialized:
+    if original is None or _calls_lapack(exported):
         yield
         return
     with _PATCH_LOCK:
@@ -93,7 +117,7 @@ def compile_exported(exported: Any, device: jax.Device, cache_dir: str | None
 
     use_persistent_cache(cache_dir)
     entry = _entry(exported, device, cache_dir)
-    if os.path.exists(entry):
+    if os.path.exists(entry) and _kernels_ready(exported, device):
         try:
             with open(entry, "rb") as file:
                 payload = file.read()
