@@ -940,6 +940,15 @@ def test_the_executable_cache_loads_without_compiling_and_survives_bad_entries(
     assert failures == [True] and compiled == [True] and not entries[0].exists()
     np.testing.assert_array_equal(first, x * np.float32([1, 2, 3]) * 2)
 
+    # Another CPU (other instruction-set flags) sharing the folder: its own entry.
+    from ipuxl.runtime import compile as runtime_compile
+
+    monkeypatch.setattr(runtime_compile, "_host_cpu", lambda: "x86_64:fpu sse2")
+    with ModelRunner(path, cache_dir=str(cache)) as runner:
+        assert runner._engine._cache_entry is None  # compiled, not loaded
+        np.testing.assert_array_equal(runner.execute({"x": x})["y"], first)
+    assert len(list((cache / "ipuxl-executables").glob("*.bin"))) == 2  # one more
+
 
 # ----------------------------------------------------------------------------- reproducible
 BUILD_SCRIPT = """

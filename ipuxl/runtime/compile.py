@@ -10,11 +10,12 @@ deserialized ``jax.export.Exported``, and whether it came from the executable ca
   the compiled executable is kept in ``<cache>/ipuxl-executables/<key>.bin`` (XLA's own
   serialization, through ``jax.experimental.serialize_executable``) and loaded from there
   next time, without compiling. The key hashes the StableHLO, the JAX and jaxlib
-  versions, the device kind and the x64 mode. Before an entry is loaded, the kernels
-  JAX registers on demand are registered as lowering would (LAPACK, for a program that
-  calls it: an executable calling an unregistered kernel would crash the process).
-  Anything that goes wrong with an entry
-  (missing, unreadable, refused by XLA) falls back to compiling, and the engine
+  versions, the device kind, the x64 mode and, for the CPU, the host CPU's architecture
+  and instruction-set flags. Before an entry is loaded, the kernels JAX registers on
+  demand are registered as lowering would (LAPACK, for a program that calls it: an
+  executable calling an unregistered kernel would crash the process). Anything that
+  goes wrong with an entry (missing, unreadable, refused by XLA) falls back to
+  compiling, and the engine
   recompiles if a cached executable fails its first run. JAX's persistent compilation
   cache is turned on in the same folder too. As with JAX's cache, the folder must be
   trusted: its entries are loaded as executables.
@@ -23,9 +24,11 @@ deserialized ``jax.export.Exported``, and whether it came from the executable ca
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import logging
 import os
+import platform
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -88,13 +91,29 @@ def _lowered(exported: Any, device: jax.Device) -> Any:
         return jax.jit(exported.call, keep_unused=True).lower(*specs)
 
 
+@functools.cache
+def _host_cpu() -> str:
+    """The host CPU's identity: XLA:CPU compiles for the instructions this CPU has, so a
+    folder shared by different machines must not hand one machine's executable to
+    another (it could stop on an unknown instruction)."""
+    try:
+        with open("/proc/cpuinfo") as file:
+            for line in file:
+                if line.startswith(("flags", "Features")):  # x86 / ARM
+                    return platform.machine() + ":" + line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return f"{platform.machine()}:{platform.processor()}"
+
+
 def _entry(exported: Any, device: jax.Device, cache_dir: str) -> str:
     import jaxlib
 
     key = hashlib.sha256()
     key.update(exported.mlir_module_serialized)
+    host = _host_cpu() if device.platform == "cpu" else ""
     for part in (jax.__version__, jaxlib.__version__, device.platform,
-                 getattr(device, "device_kind", ""), str(jax.config.jax_enable_x64)):
+                 getattr(device, "device_kind", ""), str(jax.config.jax_enable_x64), host):
         key.update(b"\0" + part.encode())
     return os.path.join(cache_dir, "ipuxl-executables", key.hexdigest() + ".bin")
 
