@@ -191,7 +191,7 @@ def scan_arguments(layer: Layer) -> tuple:
 def clear_compilation_caches() -> None:
     """Forget every compiled program, so the next build compiles again."""
     jax.clear_caches()
-    sys.modules["ipuxl.session"]._EXECUTABLES.clear()
+    sys.modules["ipuxl.executable_cache"].EXECUTABLES.clear()
 
 
 def compile_ipuxl(layer: Layer) -> Callable[[], object]:

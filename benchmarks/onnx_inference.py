@@ -248,8 +248,8 @@ def clear_compilation_caches() -> None:
     import jax
 
     jax.clear_caches()
-    if "ipuxl.session" in sys.modules:
-        sys.modules["ipuxl.session"]._EXECUTABLES.clear()
+    if "ipuxl.executable_cache" in sys.modules:
+        sys.modules["ipuxl.executable_cache"].EXECUTABLES.clear()
 
 
 @dataclass

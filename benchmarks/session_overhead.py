@@ -221,8 +221,8 @@ BUILDERS = {"ipuxl": build_ipuxl, "jax": build_jax}
 def clear_compilation_caches() -> None:
     """Forget every compiled program, so the next first call compiles again."""
     jax.clear_caches()
-    if "ipuxl.session" in sys.modules:
-        sys.modules["ipuxl.session"]._EXECUTABLES.clear()
+    if "ipuxl.executable_cache" in sys.modules:
+        sys.modules["ipuxl.executable_cache"].EXECUTABLES.clear()
 
 
 # --------------------------------------------------------------------------- measurements

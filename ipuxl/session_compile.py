@@ -1,0 +1,176 @@
+"""The Session's executable: the Ir as one flat JAX function, compiled once.
+
+``_flat_step`` turns the lowered program into ``flat(*state, *constants, *inputs) ->
+(*updated state, *outputs, *masks)`` with its abstract arguments (placed on the device or
+the replica mesh; with ``portable``, placed nowhere and replicas mapped with ``vmap``,
+for a saved package). ``_compile`` jits and compiles it, sharing executables between
+Sessions of identical Irs (``ipuxl.executable_cache``). The helpers put host data where
+the executable expects it.
+
+:class:`ipuxl.session.Session` inherits it; the attributes it uses are set up by
+``Session.__init__``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Iterable
+from typing import Any
+
+import jax
+import numpy as np
+
+from ipuxl import host_buffers, replication
+from ipuxl.executable_cache import EXECUTABLES
+from ipuxl.lowering import fingerprint, host_to_device_array, with_nesting_room
+
+__all__ = ["SessionCompile"]
+
+# The Session's phases, as PopART's session logs them (see ipuxl.logs).
+_LOG = logging.getLogger("popart.session")
+
+
+class SessionCompile:
+    """How a Session builds and feeds its executable (see the module docstring)."""
+
+    def _x64(self) -> contextlib.AbstractContextManager:
+        return jax.enable_x64(True) if self._uses_64bit else contextlib.nullcontext()
+
+    def _to_device(self, host_arrays: Iterable[np.ndarray]) -> tuple[jax.Array, ...]:
+        """Copy host arrays (constants) to the device as the executable expects them
+        (64-bit types stay 64-bit: the copy happens in the same x64 mode as the
+        compilation); with a replica mesh, every device gets a copy."""
+        placement = self._shardings()[1]
+        with self._x64():
+            return tuple(self._put(host_to_device_array(data), placement)
+                         for data in host_arrays)
+
+    def _put(self, data: np.ndarray, placement: Any) -> jax.Array:
+        """``data`` (the whole array) on ``placement``; with several processes each takes
+        its own shards."""
+        if self._processes > 1:
+            return replication.global_array(np.ascontiguousarray(data), placement)
+        return jax.device_put(data, placement)
+
+    def _global_shape(self, layout: host_buffers.StreamLayout, device: bool = False
+                      ) -> tuple[int, ...]:
+        """The shape of a stream's array over every replica of every process: the host
+        layout (or, with ``device``, ``[slots, R, *shape]``)."""
+        if self._processes == 1:
+            return layout.device_shape if device else layout.host_shape
+        shape = tuple(layout.stream.shape)
+        slots = (self._slots,) if device or self._slots > 1 else ()
+        return (*slots, self._global_replicas, *shape)
+
+    def _global_input(self, layout: host_buffers.StreamLayout, array: np.ndarray
+                      ) -> jax.Array:
+        """This process's input array (its replicas) as part of the global input."""
+        slots = (self._slots,) if self._slots > 1 else ()
+        local = np.ascontiguousarray(array).reshape(*slots, self._replicas,
+                                                    *layout.stream.shape)
+        stream_sharding = self._shardings()[2 if slots else 0]
+        return replication.global_array(local, stream_sharding, self._global_shape(layout),
+                                        local=True)
+
+    def _shardings(self) -> tuple[Any, Any, Any]:
+        """Where (state, constants, stream arrays) live: the device, or the replica mesh."""
+        if self._mesh is None:
+            single = jax.sharding.SingleDeviceSharding(self._device)
+            return single, single, single
+        return replication.shardings(self._mesh)
+
+    def _compile(self) -> tuple[Any, tuple, tuple[int, ...]]:
+        """The program as one jitted function over flat arguments, compiled now.
+
+        ``flat(*state, *constants, *inputs) -> (*updated, *outputs, *masks)``: inputs are in
+        the host layout (the reshape to ``[slots, ...]`` happens inside XLA, for free), and
+        only the variables the program may change come back (their indices are the third
+        item returned), so a program that only reads its weights copies nothing. The state
+        is not donated: a failed run must leave it intact. Executables are shared between
+        Sessions of identical Irs.
+        """
+        key = (fingerprint(self._ir, self._device_desc), str(self._device), self._donate,
+               self._mode)
+        start, missed = time.perf_counter(), []
+
+        def build() -> tuple[Any, tuple, tuple[int, ...]]:
+            missed.append(True)
+            _LOG.debug("XLA compile: executable cache miss, compiling")
+            return self._build_executable()
+
+        executable = EXECUTABLES.get_or_build(key, build)
+        _LOG.debug("XLA compile: done in %.2f s (executable cache %s)",
+                   time.perf_counter() - start, "miss" if missed else "hit")
+        return executable
+
+    def _build_executable(self) -> tuple[Any, tuple, tuple[int, ...]]:
+        flat_step, specs, updated = self._flat_step()
+
+        def trace_and_compile() -> Any:
+            with self._x64():
+                donated: tuple[int, ...] = ()
+                if self._donate:
+                    # Only the variables the program writes can be donated: find them first.
+                    jax.eval_shape(flat_step, *specs)
+                    donated = tuple(updated)
+                jitted = jax.jit(flat_step, donate_argnums=donated, keep_unused=True)
+                return jitted.lower(*specs).compile()
+
+        compiled = with_nesting_room(self._ir, trace_and_compile)
+        return compiled, self._program.static_written, tuple(updated)
+
+    def _flat_step(self, portable: bool = False) -> tuple[Any, list, list[int]]:
+        """The program as one function over flat arguments, the abstract arguments it
+        takes, and the list that tracing fills with the indices of the state it updates.
+
+        ``flat(*state, *constants, *inputs) -> (*updated, *outputs, *masks)``. With
+        ``portable`` (a saved package, see :mod:`ipuxl.runtime.exporter`) the signature
+        names no device and replicas are mapped with ``vmap``, so one device runs them.
+        """
+        program = self._program
+        mode, mesh = ("vmap", None) if portable else (self._mode, self._mesh)
+        state_count = len(program.variables) + len(program.remote_buffers)
+        constant_count = len(program.arg_constants)
+        device_shapes = [self._global_shape(layout, device=True)
+                         for layout in self._input_layouts]
+
+        updated: list[int] = []
+
+        def one_replica(state: tuple, constants: tuple, inputs: tuple) -> tuple:
+            new_state, outputs, masks = program.step(state, constants, inputs)
+            # A variable the program never writes comes back as the very input it was.
+            updated[:] = [i for i, (new, old) in enumerate(zip(new_state, state))
+                          if new is not old]
+            return tuple(new_state[i] for i in updated), outputs, masks
+
+        step = one_replica
+        if self._global_replicas > 1:
+            step = replication.map_over_replicas(one_replica, mode, mesh)
+
+        def flat_step(*args: jax.Array) -> tuple[jax.Array, ...]:
+            state = args[:state_count]
+            constants = args[state_count:state_count + constant_count]
+            inputs = tuple(x.reshape(shape) for x, shape in
+                           zip(args[state_count + constant_count:], device_shapes))
+            new_state, outputs, masks = step(state, constants, inputs)
+            return (*new_state, *outputs, *masks)
+
+        state_specs, constant_specs, _ = program.abstract_arguments()
+        replicas = (self._global_replicas,) if self._global_replicas > 1 else ()
+        if portable:
+            state_sharding = constant_sharding = stream_sharding = None
+        else:
+            state_sharding, constant_sharding, stream_sharding = self._shardings()
+        specs = [jax.ShapeDtypeStruct((*replicas, *spec.shape), spec.dtype,
+                                      sharding=state_sharding) for spec in state_specs]
+        specs += [jax.ShapeDtypeStruct(spec.shape, spec.dtype, sharding=constant_sharding)
+                  for spec in constant_specs]
+        for layout in self._input_layouts:
+            sharding = stream_sharding
+            if mesh is not None and self._slots == 1:
+                sharding = replication.shardings(mesh)[0]  # (R, ...): no slot axis
+            specs.append(jax.ShapeDtypeStruct(self._global_shape(layout), layout.device_dtype,
+                                              sharding=sharding))
+        return flat_step, specs, updated
