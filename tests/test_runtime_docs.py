@@ -4,12 +4,9 @@
 from __future__ import annotations
 
 import contextlib
-import gc
 import io
 import pathlib
 import re
-
-from ipuxl.runtime import ModelRunner, Session
 
 PAGE = pathlib.Path(__file__).resolve().parents[1] / "docs" / "runtime.md"
 
@@ -22,9 +19,3 @@ def test_every_python_block_of_the_runtime_page_runs(tmp_path, monkeypatch):
     with contextlib.redirect_stdout(io.StringIO()):
         for number, block in enumerate(blocks):
             exec(compile(block, f"{PAGE.name} block {number}", "exec"), namespace)
-    # What the page left open gives its device back, so later tests can take it.
-    for value in namespace.values():
-        if isinstance(value, (Session, ModelRunner)):
-            value.close()
-    namespace.clear()
-    gc.collect()

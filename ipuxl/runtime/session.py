@@ -383,10 +383,9 @@ class Session:
     def _set_handler(self, anchors: list[Anchor], factory: Any, predicate: Any,
                      skip_connected: bool) -> None:
         with self._run_lock:  # Model Runtime: load the executable if needed
-            device = self._device
-            if (device is not None and device.isAttached()
+            if (self._device is not None and self._device.isAttached()
                     and (self._engine is None or self._stopped)):
-                self._bind(device)
+                self.reload()
         bindings = {}
         for anchor in anchors:
             name = anchor.name()
