@@ -7,6 +7,15 @@ from ``IPUXL_EXECUTABLE_CACHE_SIZE`` (default 64; 0 turns the cache off) or
 :func:`set_capacity`. On-disk caching is separate: ``POPXL_CACHE_DIR`` maps onto JAX's
 persistent compilation cache (see ``ipuxl.ir``), which survives processes.
 
+Every executable ipuxl keeps on disk (JAX's persistent-cache entries, through
+:func:`use_persistent_cache`, and the runtime's ``ipuxl-executables`` folder) is a
+*sealed* entry (:func:`seal`): a header, the SHA-256 of the key and the bytes, the key
+the entry was written for, then XLA's bytes. :func:`unseal` checks all of it before XLA
+sees a byte, because XLA trusts what it deserializes: a damaged executable can crash the
+process or compute something else. A damaged or misplaced entry is deleted (with a DEBUG
+line on the ``popart.session`` logger for JAX's entries) and the program is compiled
+again.
+
 Example:
     >>> cache = ExecutableCache(capacity=2)
     >>> for key in "abc":
@@ -17,14 +26,20 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import logging
 import os
+import tempfile
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterator
 from typing import Any
 
-__all__ = ["ExecutableCache", "DEFAULT_CAPACITY", "capacity", "set_capacity",
-           "use_persistent_cache"]
+__all__ = ["ExecutableCache", "DEFAULT_CAPACITY", "DamagedEntry", "capacity",
+           "set_capacity", "seal", "unseal", "write_atomically", "use_persistent_cache"]
+
+_LOG = logging.getLogger("popart.session")
 
 DEFAULT_CAPACITY = 64
 
@@ -125,13 +140,152 @@ def set_capacity(value: int) -> None:
     EXECUTABLES.capacity = value
 
 
+# ----------------------------------------------------------------------------- on disk
+# A sealed entry: MAGIC, the SHA-256 of (key length, key, payload), the key length (4
+# bytes, big-endian), the key (UTF-8), the payload (XLA's serialized executable).
+MAGIC = b"ipuxl executable 1\n"
+_DIGEST = hashlib.sha256().digest_size
+_LENGTH = 4
+
+
+class DamagedEntry(ValueError):
+    """A cache entry that is not the sealed executable of the key asked for."""
+
+
+def _digest(key: bytes, payload: memoryview) -> bytes:
+    digest = hashlib.sha256(len(key).to_bytes(_LENGTH, "big"))
+    digest.update(key)
+    digest.update(payload)
+    return digest.digest()
+
+
+def seal(key: str, payload: bytes) -> bytes:
+    """``payload`` as a sealed cache entry for ``key`` (see the module docstring).
+
+    Example:
+        >>> unseal("k", seal("k", b"xla bytes"))
+        b'xla bytes'
+    """
+    name = key.encode()
+    return b"".join((MAGIC, _digest(name, memoryview(payload)),
+                     len(name).to_bytes(_LENGTH, "big"), name, payload))
+
+
+def unseal(key: str, entry: bytes) -> bytes:
+    """The payload of the sealed ``entry``, checked to be whole and written for ``key``.
+
+    Raises:
+        DamagedEntry: the header, key or checksum does not match (the message says
+            which), so the bytes must not reach XLA.
+    """
+    view = memoryview(entry)
+    start = len(MAGIC) + _DIGEST + _LENGTH
+    if len(view) < start or view[:len(MAGIC)] != MAGIC:
+        raise DamagedEntry("no ipuxl executable header")
+    length = int.from_bytes(view[start - _LENGTH:start], "big")
+    name = key.encode()
+    if length != len(name) or view[start:start + length] != name:
+        raise DamagedEntry(f"written for another key than {key!r}")
+    payload = view[start + length:]
+    if _digest(name, payload) != view[len(MAGIC):len(MAGIC) + _DIGEST]:
+        raise DamagedEntry("its SHA-256 does not match its bytes")
+    return payload.tobytes()
+
+
+def write_atomically(path: str, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same folder, so a
+    reader sees the whole old file, the whole new file or none."""
+    folder = os.path.dirname(path) or "."
+    os.makedirs(folder, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=folder, prefix=".tmp-")
+    try:
+        with os.fdopen(handle, "wb") as file:
+            file.write(data)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+
+
+def _jax_cache_module() -> Any:
+    from jax._src import compilation_cache  # the private module holds the live cache
+
+    return compilation_cache
+
+
+class SealedJaxCache:
+    """JAX's persistent compilation cache, each entry sealed with :func:`seal`.
+
+    JAX's entries are compressed executables, and a compression format without a
+    checksum (zstandard's default) hands a damaged entry to XLA. This wrapper seals
+    every entry JAX writes and drops every entry that does not unseal, so JAX compiles
+    it again. Its writes are atomic.
+    """
+
+    def __init__(self, base: Any):
+        self._base = base
+
+    @property
+    def _path(self) -> Any:  # JAX's logs read it
+        return self._base._path
+
+    def _file(self, key: str) -> str | None:
+        folder = getattr(self._base, "_path", None)
+        return None if folder is None else os.path.join(os.fspath(folder), f"{key}-cache")
+
+    def get(self, key: str) -> bytes | None:
+        entry = self._base.get(key)
+        if entry is None:
+            return None
+        try:
+            return unseal(key, entry)
+        except DamagedEntry as error:
+            file = self._file(key)
+            _LOG.debug("XLA compile: persistent cache entry %s dropped (%s); compiling",
+                       file or key, error)
+            if file is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(file)
+            return None
+
+    def put(self, key: str, value: bytes) -> None:
+        file = self._file(key)
+        if file is None or getattr(self._base, "eviction_enabled", True):
+            self._base.put(key, seal(key, value))  # JAX keeps its own bookkeeping
+        elif not os.path.exists(file):  # JAX's rule: an existing entry stays
+            write_atomically(file, seal(key, value))
+
+    def clear(self) -> None:
+        self._base.clear()
+
+
+_SEAL_LOCK = threading.Lock()
+
+
+def _seal_jax_cache() -> None:
+    """Open JAX's persistent cache now (JAX opens it at the first compilation) and
+    wrap it in :class:`SealedJaxCache`."""
+    try:
+        cache_module = _jax_cache_module()
+        with _SEAL_LOCK:
+            if cache_module._cache is None:
+                cache_module._initialize_cache()
+            cache = cache_module._cache
+            if cache is not None and not isinstance(cache, SealedJaxCache):
+                cache_module._cache = SealedJaxCache(cache)
+    except (ImportError, AttributeError) as error:  # a JAX without these private names
+        _LOG.debug("JAX's persistent cache entries are not sealed: %s", error)
+
+
 def use_persistent_cache(directory: str) -> None:
     """Keep compiled programs in JAX's persistent compilation cache in ``directory``
     (``POPXL_CACHE_DIR``, or ``SessionOptions.cachePath``), every program however fast it
     compiled.
 
     JAX opens its cache once, at the first compilation that uses it, so a change of
-    directory also resets the cache: the next compilation opens the new one.
+    directory also resets the cache: the next compilation opens the new one. Every
+    entry is sealed (:class:`SealedJaxCache`): a damaged one is compiled again.
     """
     import jax
     from jax.experimental.compilation_cache import compilation_cache
@@ -141,3 +295,4 @@ def use_persistent_cache(directory: str) -> None:
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
         jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
         compilation_cache.reset_cache()
+    _seal_jax_cache()

@@ -37,6 +37,7 @@ from ipuxl.runtime import (
     SessionConfig,
     predicate_factory,
 )
+from ipuxl.runtime.model import package_hash
 from ipuxl.runtime.package import read_package, write_package
 
 SLOTS = 3  # num_host_transfers
@@ -84,7 +85,7 @@ def with_versions(source, target, **versions):
     metadata = dict(package.metadata)
     metadata["versions"] = {**metadata["versions"], **versions}
     saved = {key: metadata["versions"][key] for key in ("ipuxl", "jax", "jaxlib")}
-    metadata["package_hash"] = runtime_session.package_hash(saved)
+    metadata["package_hash"] = package_hash(saved)
     blobs = {name: package.blob(name) for name in package.blob_names()}
     write_package(target, metadata, blobs)
     return target
@@ -148,8 +149,15 @@ def names(anchors):
     return [a.name() for a in anchors]
 
 
+@pytest.fixture
+def one_ipu(monkeypatch):
+    """A fixed pool of one virtual IPU per JAX device: Model Runtime's exclusive IPUs."""
+    monkeypatch.setenv("IPUXL_RUNTIME_IPUS_PER_DEVICE", "1")
+
+
 def hold_all(model):
-    """Acquire every device ``model`` can run on (a busy machine)."""
+    """Acquire every virtual IPU ``model`` can run on (a busy machine; needs a fixed
+    pool, such as ``one_ipu``'s)."""
     held = []
     while True:
         try:
@@ -182,7 +190,7 @@ def test_config_must_be_a_session_config(built):
         Session(built.step, {"policy": LaunchPolicy.Immediate})
 
 
-def test_immediate_binds_and_owns_its_device(built):
+def test_immediate_binds_and_owns_its_device(built, one_ipu):
     with Session(built.step, IMMEDIATE) as session:
         device = session.device
         assert isinstance(device, Device) and device.isAttached()
@@ -202,7 +210,7 @@ def test_immediate_binds_and_owns_its_device(built):
     np.testing.assert_array_equal(host.saved[0], built.w)
 
 
-def test_deferred_needs_bind_to_device(built):
+def test_deferred_needs_bind_to_device(built, one_ipu):
     session = Session(built.step)
     assert session.device is None
     Host().connect(session)
@@ -250,7 +258,7 @@ def test_session_takes_a_model_a_path_or_a_list_of_one_path(built):
         Session(3)
 
 
-def test_immediate_constructor_that_fails_gives_the_device_back(built, monkeypatch):
+def test_immediate_constructor_that_fails_gives_the_device_back(built, one_ipu, monkeypatch):
     def no_engine(*args, **kwargs):
         raise RuntimeError("compile failed")
 
@@ -264,7 +272,7 @@ def test_immediate_constructor_that_fails_gives_the_device_back(built, monkeypat
 
 
 # ----------------------------------------------------------------------------- waiting
-def test_no_wait_raises_at_once_when_the_device_is_busy(built):
+def test_no_wait_raises_at_once_when_the_device_is_busy(built, one_ipu):
     held = hold_all(Model(built.step))
     assert held
     try:
@@ -278,7 +286,7 @@ def test_no_wait_raises_at_once_when_the_device_is_busy(built):
         release(held)
 
 
-def test_wait_with_timeout_raises_after_the_timeout(built):
+def test_wait_with_timeout_raises_after_the_timeout(built, one_ipu):
     held = hold_all(Model(built.step))
     wait = DeviceWaitConfig(DeviceWaitStrategy.WAIT_WITH_TIMEOUT, timeout=0.3,
                             sleepTime=0.05)
@@ -296,7 +304,7 @@ def test_wait_with_timeout_raises_after_the_timeout(built):
     DeviceWaitConfig(DeviceWaitStrategy.WAIT_WITH_TIMEOUT, timeout=10, sleepTime=0.02),
     DeviceWaitConfig(DeviceWaitStrategy.WAIT_FOREVER, sleepTime=0.02),
 ], ids=["timeout", "forever"])
-def test_waiting_succeeds_when_the_device_is_released(built, wait):
+def test_waiting_succeeds_when_the_device_is_released(built, one_ipu, wait):
     timer = release_later(hold_all(Model(built.step)), 0.2)
     try:
         started = time.monotonic()

@@ -34,12 +34,8 @@ from ipuxl.runtime.model import Anchor, Metadata, Model, ProgramFlow, TensorInfo
 from ipuxl.runtime.model_runner import ModelRunner
 from ipuxl.runtime.package import PackageError
 from ipuxl.runtime.queues import InputQueue, OutputQueue, QueueDisconnected, QueueManager
-from ipuxl.runtime.session import (
-    LaunchPolicy,
-    PackageVersionMismatch,
-    Session,
-    SessionConfig,
-)
+from ipuxl.runtime.session import LaunchPolicy, Session, SessionConfig
+from ipuxl.runtime.verification import PackageVersionMismatch
 
 __all__ = [
     "Anchor", "AnchorCallbackPolicy", "CallbackHandle", "CallbackInfo", "Device",

@@ -11,14 +11,17 @@ deserialized ``jax.export.Exported``, and whether it came from the executable ca
   serialization, through ``jax.experimental.serialize_executable``) and loaded from there
   next time, without compiling. The key hashes the StableHLO, the JAX and jaxlib
   versions, the device kind, the x64 mode and, for the CPU, the host CPU's architecture
-  and instruction-set flags. Before an entry is loaded, the kernels JAX registers on
-  demand are registered as lowering would (LAPACK, for a program that calls it: an
-  executable calling an unregistered kernel would crash the process). Anything that
-  goes wrong with an entry (missing, unreadable, refused by XLA) falls back to
-  compiling, and the engine
-  recompiles if a cached executable fails its first run. JAX's persistent compilation
-  cache is turned on in the same folder too. As with JAX's cache, the folder must be
-  trusted: its entries are loaded as executables.
+  and instruction-set flags. Each entry is sealed (``ipuxl.executable_cache.seal``: a
+  SHA-256 of its bytes and the key it was written for), and is unsealed before XLA sees
+  a byte: XLA trusts what it deserializes, so a flipped bit could crash the process or
+  change the results. Before an entry is loaded, the kernels JAX registers on demand are
+  registered as lowering would (LAPACK, for a program that calls it: an executable
+  calling an unregistered kernel would crash the process). Anything that goes wrong
+  with an entry (missing, damaged, written for another key, refused by XLA) drops it
+  and falls back to compiling, and the engine recompiles if a cached executable fails
+  its first run. Entries are written atomically. JAX's persistent compilation cache is
+  turned on in the same folder too (its entries sealed the same way). As with JAX's
+  cache, the folder must be trusted: its entries are loaded as executables.
 """
 
 from __future__ import annotations
@@ -29,7 +32,6 @@ import hashlib
 import logging
 import os
 import platform
-import tempfile
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -107,6 +109,7 @@ def _host_cpu() -> str:
 
 
 def _entry(exported: Any, device: jax.Device, cache_dir: str) -> str:
+    """The entry's file: ``<cache_dir>/ipuxl-executables/<key>.bin``."""
     import jaxlib
 
     key = hashlib.sha256()
@@ -132,14 +135,15 @@ def compile_exported(exported: Any, device: jax.Device, cache_dir: str | None
         return compile_fresh(exported, device), None
     from jax.experimental import serialize_executable
 
-    from ipuxl.executable_cache import use_persistent_cache
+    from ipuxl.executable_cache import seal, unseal, use_persistent_cache, write_atomically
 
     use_persistent_cache(cache_dir)
     entry = _entry(exported, device, cache_dir)
+    key = os.path.basename(entry)
     if os.path.exists(entry) and _kernels_ready(exported, device):
         try:
             with open(entry, "rb") as file:
-                payload = file.read()
+                payload = unseal(key, file.read())
             # The call's argument and result structures, as lowering would give them
             # (flat arguments; the exported function's results), so no lowering is needed.
             arguments = jax.tree_util.tree_structure(
@@ -148,21 +152,14 @@ def compile_exported(exported: Any, device: jax.Device, cache_dir: str | None
                 payload, arguments, exported.out_tree)
             return loaded, entry
         except Exception as error:  # a stale or damaged entry: compile instead
-            _LOGGER.debug("executable cache entry %s refused (%s); compiling", entry, error)
+            _LOGGER.debug("executable cache entry %s dropped (%s); compiling", entry, error)
             forget(entry)
     compiled = _lowered(exported, device).compile()
-    temporary = None
     try:
         payload, _, _ = serialize_executable.serialize(compiled)
-        os.makedirs(os.path.dirname(entry), exist_ok=True)
-        handle, temporary = tempfile.mkstemp(dir=os.path.dirname(entry), prefix=".tmp-")
-        with os.fdopen(handle, "wb") as file:
-            file.write(payload)
-        os.replace(temporary, entry)
+        write_atomically(entry, seal(key, payload))
     except Exception as error:  # a backend that cannot serialize: just don't cache
         _LOGGER.debug("executable not cached (%s)", error)
-        if temporary is not None:
-            forget(temporary)
     return compiled, None
 
 

@@ -1,12 +1,18 @@
 """Devices for the runtime: Model Runtime's ``DeviceManager``, ``Device`` and waiting.
 
-An IPU is attached by one program at a time; the runtime keeps that rule for JAX's
-devices: ``DeviceManager().getDevice(model)`` *acquires* a device the package can run on
-(its platform is one the package was exported for) that no other ``Device`` holds, and
-the device stays held until ``device.detach()`` (or the owning Session's ``close()``).
-When every suitable device is held, ``DeviceWaitConfig`` says what happens: raise at
-once (``NO_WAIT``, the default), retry every ``sleepTime`` seconds until ``timeout``
-(``WAIT_WITH_TIMEOUT``) or forever (``WAIT_FOREVER``).
+On CPU and GPU, a runtime ``Device`` is a *virtual IPU* on a JAX device:
+``DeviceManager().getDevice(model)`` acquires one on a JAX device the package can run on
+(its platform is one the package was exported for), and it stays held until
+``device.detach()`` (or the owning Session's ``close()``). By default a JAX device
+offers as many virtual IPUs as are asked for, so one process serves several models
+(several ``ModelRunner``s and ``Session``s on JAX's one CPU device).
+
+A *fixed pool* keeps Model Runtime's rule that an IPU is attached by one program at a
+time: ``IPUXL_RUNTIME_IPUS_PER_DEVICE=N`` (or ``DeviceManager(ipus_per_device=N)``,
+``SessionConfig(ipus_per_device=N)``, ``ModelRunner(..., ipus_per_device=N)``) gives
+each JAX device N virtual IPUs, and when all of them are held, ``DeviceWaitConfig`` says
+what happens: raise at once (``NO_WAIT``, the default), retry every ``sleepTime``
+seconds until ``timeout`` (``WAIT_WITH_TIMEOUT``) or forever (``WAIT_FOREVER``).
 
 Example:
     >>> config = DeviceWaitConfig(DeviceWaitStrategy.WAIT_WITH_TIMEOUT, timeout=5,
@@ -19,6 +25,7 @@ from __future__ import annotations
 
 import datetime
 import enum
+import os
 import threading
 import time
 from dataclasses import dataclass
@@ -27,7 +34,9 @@ from typing import Any
 import jax
 
 __all__ = ["Device", "DeviceManager", "DeviceWaitConfig", "DeviceWaitStrategy",
-           "NoDeviceAvailable"]
+           "NoDeviceAvailable", "IPUS_PER_DEVICE_VARIABLE", "pool_size"]
+
+IPUS_PER_DEVICE_VARIABLE = "IPUXL_RUNTIME_IPUS_PER_DEVICE"
 
 
 class DeviceWaitStrategy(enum.Enum):
@@ -71,20 +80,47 @@ class NoDeviceAvailable(RuntimeError):
     """No device the model can run on could be acquired."""
 
 
-# The JAX devices held by Device objects of this process, and by whom.
-_HELD: dict[jax.Device, Device] = {}
+def pool_size(value: Any = None) -> int | None:
+    """How many virtual IPUs each JAX device offers: ``value`` when given, else
+    ``IPUXL_RUNTIME_IPUS_PER_DEVICE``; None (unset or empty) means no limit.
+
+    Raises:
+        ValueError: not a whole number of at least 1.
+    """
+    where = "ipus_per_device"
+    if value is None:
+        value = os.environ.get(IPUS_PER_DEVICE_VARIABLE, "").strip() or None
+        if value is None:
+            return None
+        where = IPUS_PER_DEVICE_VARIABLE
+        try:
+            value = int(value)
+        except ValueError:
+            pass
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(
+            f"{where} is how many virtual IPUs each JAX device offers, a whole number of at "
+            f"least 1; got {value!r}. Use 1 for one model per device at a time, or leave it "
+            "unset for no limit.")
+    return value
+
+
+# The virtual IPUs held by Device objects of this process: (JAX device, IPU index).
+_HELD: dict[tuple[jax.Device, int], Device] = {}
 _HELD_LOCK = threading.Lock()
 
 
 class Device:
-    """A JAX device held by this process (Model Runtime's ``Device``).
+    """A virtual IPU held by this process (Model Runtime's ``Device``).
 
     Attributes:
-        jax_device: the JAX device.
+        jax_device: the JAX device it runs on.
+        ipu: its index among the virtual IPUs of that JAX device.
     """
 
-    def __init__(self, jax_device: jax.Device):
+    def __init__(self, jax_device: jax.Device, ipu: int = 0):
         self.jax_device = jax_device
+        self.ipu = ipu
         self._attached = True
 
     @property
@@ -95,33 +131,57 @@ class Device:
         return self._attached
 
     def detach(self) -> None:
-        """Give the device back (other ``getDevice`` calls may then acquire it)."""
+        """Give the virtual IPU back (other ``getDevice`` calls may then acquire it)."""
         with _HELD_LOCK:
-            if self._attached and _HELD.get(self.jax_device) is self:
-                del _HELD[self.jax_device]
+            slot = (self.jax_device, self.ipu)
+            if self._attached and _HELD.get(slot) is self:
+                del _HELD[slot]
             self._attached = False
 
     def __repr__(self) -> str:
         state = "attached" if self._attached else "detached"
-        return f"Device({self.jax_device}, {state})"
+        return f"Device({self.jax_device} ipu {self.ipu}, {state})"
+
+
+def _acquire(jax_device: jax.Device, limit: int | None) -> Device | None:
+    """A Device on the lowest free virtual IPU of ``jax_device``, or None when ``limit``
+    of them are held. Call with ``_HELD_LOCK`` held."""
+    used = {ipu for device, ipu in _HELD if device == jax_device}
+    if limit is not None and len(used) >= limit:
+        return None
+    ipu = next(i for i in range(len(used) + 1) if i not in used)
+    device = Device(jax_device, ipu)
+    _HELD[(jax_device, ipu)] = device
+    return device
 
 
 class DeviceManager:
-    """Finds and acquires devices for models."""
+    """Finds and acquires virtual IPUs for models.
+
+    Args:
+        ipus_per_device: how many virtual IPUs each JAX device offers (default:
+            ``IPUXL_RUNTIME_IPUS_PER_DEVICE``, else no limit).
+
+    Raises:
+        ValueError: ``ipus_per_device`` (or the variable) is not a whole number >= 1.
+    """
+
+    def __init__(self, ipus_per_device: int | None = None):
+        self.ipus_per_device = pool_size(ipus_per_device)
 
     def getDevice(self, model: Any = None, wait_config: DeviceWaitConfig | None = None
                   ) -> Device:
-        """Acquire a device ``model`` can run on: JAX's default backend first, then the
-        others the package was exported for.
+        """Acquire a virtual IPU ``model`` can run on: on JAX's default backend first,
+        then on the others the package was exported for.
 
         Args:
             model: an ``ipuxl.runtime.Model`` (None: any device of the default backend).
-            wait_config: what to do while every suitable device is held.
+            wait_config: what to do while every virtual IPU of the pool is held.
 
         Raises:
-            NoDeviceAvailable: no device of the package's platforms exists, or every
-                one stayed held (at once for ``NO_WAIT``, after ``timeout`` seconds for
-                ``WAIT_WITH_TIMEOUT``).
+            NoDeviceAvailable: no device of the package's platforms exists, or (with a
+                fixed pool) every virtual IPU stayed held (at once for ``NO_WAIT``,
+                after ``timeout`` seconds for ``WAIT_WITH_TIMEOUT``).
         """
         wait = wait_config or DeviceWaitConfig()
         candidates = self._candidates(model)
@@ -129,23 +189,24 @@ class DeviceManager:
         while True:
             with _HELD_LOCK:
                 for jax_device in candidates:
-                    if jax_device not in _HELD:
-                        device = Device(jax_device)
-                        _HELD[jax_device] = device
+                    device = _acquire(jax_device, self.ipus_per_device)
+                    if device is not None:
                         return device
-                holders = ", ".join(str(d) for d in candidates)
             waited = time.monotonic() - started
             if wait.strategy is DeviceWaitStrategy.NO_WAIT or (
                     wait.strategy is DeviceWaitStrategy.WAIT_WITH_TIMEOUT
                     and waited >= wait.timeout):
                 how = ("" if wait.strategy is DeviceWaitStrategy.NO_WAIT
                        else f" for {waited:.1f} s")
+                devices = ", ".join(str(d) for d in candidates)
                 raise NoDeviceAvailable(
-                    f"Could not acquire a device for the model: every suitable device "
-                    f"({holders}) is held by another Session or Device{how}. Close the "
-                    "other Session (session.close(), or device.detach()), or wait for it: "
+                    f"Could not acquire a device for the model: every virtual IPU of the "
+                    f"suitable devices ({devices}; {self.ipus_per_device} per device) is "
+                    f"held by another Session or Device{how}. Close the other Session "
+                    "(session.close(), or device.detach()), wait for it: "
                     "SessionConfig(wait_config=DeviceWaitConfig(DeviceWaitStrategy."
-                    "WAIT_WITH_TIMEOUT, timeout=..., sleepTime=...))."
+                    "WAIT_WITH_TIMEOUT, timeout=..., sleepTime=...)), or make the pool "
+                    f"larger ({IPUS_PER_DEVICE_VARIABLE}, ipus_per_device=...)."
                 )
             pause = max(wait.sleepTime, 0.001)  # sleepTime=0 must not spin a core
             if wait.strategy is DeviceWaitStrategy.WAIT_WITH_TIMEOUT:

@@ -1,8 +1,9 @@
 """The executable of a package on one device (Poplar's ``Engine``): compile, hold the
 state, run.
 
-``Engine(model, jax_device)`` deserializes the package's ``jax.export`` executable and
-compiles it for the device (or loads it from the executable cache when one is
+``Engine(model, jax_device)`` deserializes the package's ``jax.export`` executable,
+checks that the metadata describes it (:func:`ipuxl.runtime.verification.check_executable`)
+and compiles it for the device (or loads it from the executable cache when one is
 configured, ``POPXL_CACHE_DIR`` or ``cache_dir=``: see :mod:`ipuxl.runtime.compile`). It
 then runs the
 three programs as array operations, with no callbacks and no anchors (that is
@@ -28,6 +29,7 @@ from jax import export as jax_export
 
 from ipuxl.runtime.compile import compile_exported, compile_fresh, forget
 from ipuxl.runtime.model import Model
+from ipuxl.runtime.verification import check_executable
 
 __all__ = ["Engine", "direct_call"]
 
@@ -37,6 +39,7 @@ class Engine:
 
     Raises:
         RuntimeError: the package was not lowered for the device's platform.
+        PackageError: the metadata does not describe the executable.
     """
 
     def __init__(self, model: Model, device: jax.Device, cache_dir: str | None = None):
@@ -60,6 +63,7 @@ class Engine:
             )
         with self._mode():
             self.exported = jax_export.deserialize(model.executable_bytes())
+            check_executable(model, self.exported)
             self._compiled, self._cache_entry = compile_exported(self.exported, device,
                                                                  cache_dir)
             self._constants = tuple(jax.device_put(value, device)

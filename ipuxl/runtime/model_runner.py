@@ -21,10 +21,11 @@ from typing import Any
 
 import numpy as np
 
+from ipuxl.host_values import cast, check_numbers
 from ipuxl.runtime.devices import Device, DeviceManager, DeviceWaitConfig
 from ipuxl.runtime.engine import Engine
 from ipuxl.runtime.model import Anchor
-from ipuxl.runtime.session import as_model, check_versions
+from ipuxl.runtime.verification import as_model, check_versions
 
 __all__ = ["ModelRunner"]
 
@@ -42,6 +43,9 @@ class ModelRunner:
         device: a ``Device`` from ``DeviceManager().getDevice(model)`` to run on (it stays
             the caller's: ``close`` does not detach it). Default: the runner acquires
             one (JAX's default backend first) and gives it back on ``close``.
+        ipus_per_device: how many virtual IPUs each JAX device offers when the runner
+            acquires its device (default: ``IPUXL_RUNTIME_IPUS_PER_DEVICE``, else no
+            limit; see :mod:`ipuxl.runtime.devices`).
 
     Raises:
         PackageError, PackageVersionMismatch, NoDeviceAvailable: as ``Session``.
@@ -50,7 +54,8 @@ class ModelRunner:
 
     def __init__(self, model_or_path: Any, *, weights: Mapping[str, Any] | None = None,
                  wait_config: DeviceWaitConfig | None = None, check_package_hash: bool = True,
-                 cache_dir: str | None = None, device: Device | None = None):
+                 cache_dir: str | None = None, device: Device | None = None,
+                 ipus_per_device: int | None = None):
         self.model = as_model(model_or_path)
         if check_package_hash:
             check_versions(self.model)
@@ -59,7 +64,8 @@ class ModelRunner:
             raise TypeError(f"device must be a Device from ipuxl.runtime.DeviceManager()."
                             f"getDevice(model); got {type(device).__name__}.")
         self._owned = device is None
-        self._device = device or DeviceManager().getDevice(self.model, wait_config)
+        self._device = device or DeviceManager(ipus_per_device).getDevice(self.model,
+                                                                           wait_config)
         try:
             self._engine = Engine(self.model, self._device.jax_device, cache_dir)
             self._engine.load(self._state(dict(weights or {})))
@@ -69,8 +75,11 @@ class ModelRunner:
             raise
         self._inputs = [self._anchors[n] for n in self._engine.input_names]
         self._outputs = [self._anchors[n] for n in self._engine.output_names]
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # runs, and closing
+        self._pool_lock = threading.Lock()  # the worker thread of executeAsync
         self._pool: ThreadPoolExecutor | None = None
+        self._closing = False  # executeAsync refuses new calls
+        self._closed = False  # everything refuses
 
     def _state(self, weights: dict[str, Any]) -> list[np.ndarray]:
         unknown = set(weights) - set(self._engine.state_names)
@@ -81,7 +90,8 @@ class ModelRunner:
         for name in self._engine.state_names:
             anchor = self._anchors[name]
             if name in weights:
-                arrays.append(_checked(anchor, weights[name], anchor.tensorInfo().shape()))
+                arrays.append(_checked(anchor, weights[name], anchor.tensorInfo().shape(),
+                                       "weight"))
             elif anchor.hasTensorData():
                 arrays.append(self.model.tensor_data(anchor))
             else:
@@ -104,10 +114,13 @@ class ModelRunner:
         write are zero).
 
         Raises:
-            TypeError: ``inputs`` is not a mapping.
+            TypeError: ``inputs`` is not a mapping, or an input is not numbers (None, a
+                string) or not of a float8 anchor's format.
             ValueError: missing or unexpected names, or an array of the wrong shape, or
-                values that do not fit the anchor's dtype.
+                values that would change in the anchor's dtype (``ipuxl.host_values.cast``).
+            RuntimeError: the runner was closed, or its device detached.
         """
+        self._check_open("execute")
         inputs = {} if inputs is None else inputs
         if not isinstance(inputs, Mapping):
             raise TypeError(f"execute takes a dict of arrays by anchor name; got "
@@ -119,9 +132,10 @@ class ModelRunner:
                 f"execute needs exactly the input anchors {sorted(expected)}"
                 + (f"; missing {sorted(missing)}" if missing else "")
                 + (f"; unexpected {sorted(map(str, extra))}" if extra else "") + ".")
-        arrays = [_checked(a, inputs[a.name()], a.hostShape())
+        arrays = [_checked(a, inputs[a.name()], a.hostShape(), "input")
                   for a in self._inputs]
         with self._lock:
+            self._check_open("execute")
             outputs, masks = self._engine.run(arrays)
         result = {}
         for anchor, value in zip(self._outputs, outputs):
@@ -139,27 +153,57 @@ class ModelRunner:
 
     def executeAsync(self, inputs: Mapping[str, Any] | None = None) -> Future:
         """``execute`` on the runner's worker thread; the future's result is its outputs.
-        Calls run in the order they were made."""
-        with self._lock:
+        Calls run in the order they were made.
+
+        Raises:
+            RuntimeError: the runner was closed (or is closing), or its device detached.
+        """
+        with self._pool_lock:
+            self._check_open("executeAsync", closing=True)
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(1, thread_name_prefix="ipuxl-runner")
-            pool = self._pool
-        return pool.submit(self.execute, inputs)
+            return self._pool.submit(self.execute, inputs)
 
     def save(self) -> dict[str, np.ndarray]:
         """Run the Save programs: every variable's current value by name (``[R, ...]``
-        for a replicated package)."""
+        for a replicated package).
+
+        Raises:
+            RuntimeError: the runner was closed, or its device detached.
+        """
         with self._lock:
+            self._check_open("save")
             values = self._engine.save()
         return {name: np.array(value) for name, value in zip(self._engine.state_names,
                                                              values)}
 
     def close(self) -> None:
-        """Finish queued ``executeAsync`` calls and give the device back."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-        if self._owned:
-            self._device.detach()
+        """Finish queued ``executeAsync`` calls, drop the state and give the device back.
+        Every later call refuses (``RuntimeError``); closing again does nothing."""
+        with self._pool_lock:
+            self._closing = True
+            pool = self._pool
+        if pool is not None:
+            pool.shutdown(wait=True)
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._engine.unload()
+            if self._owned:
+                self._device.detach()
+
+    def _check_open(self, what: str, closing: bool = False) -> None:
+        if self._closed or (closing and self._closing):
+            raise RuntimeError(
+                f"ModelRunner.{what}: the runner was closed (close(), or the end of its "
+                "with block), and its device given back. Create a new ModelRunner("
+                f"{self.model.path!r}) to run the package again.")
+        if not self._device.isAttached():
+            raise RuntimeError(
+                f"ModelRunner.{what}: the runner's {self._device} was detached (given back) "
+                "by its owner. Create a new ModelRunner, with device= an attached device "
+                "(DeviceManager().getDevice(model)) or none.")
 
     def __enter__(self) -> ModelRunner:
         return self
@@ -168,29 +212,33 @@ class ModelRunner:
         self.close()
 
 
-def _checked(anchor: Anchor, value: Any, shape: tuple[int, ...]) -> np.ndarray:
-    """``value`` as an array of ``anchor``'s dtype and ``shape``; a value that the dtype
-    cannot hold raises instead of wrapping."""
+def _checked(anchor: Anchor, value: Any, shape: tuple[int, ...], role: str) -> np.ndarray:
+    """``value`` as an array of ``anchor``'s dtype and ``shape``, converted by
+    ``ipuxl.host_values.cast`` (which refuses any conversion that changes a value)."""
     dtype = anchor.tensorInfo().numpyDType()
-    array = value if isinstance(value, np.ndarray) else np.asarray(value)
+    what = f"ModelRunner {role} {anchor.name()!r} ({dtype.name}{list(shape)})"
+    if isinstance(value, np.ndarray):
+        array = value
+    else:
+        try:
+            array = np.asarray(value)
+        except (TypeError, ValueError) as error:  # ragged lists, for example
+            raise TypeError(
+                f"{what}: host data must be an array of numbers; got a "
+                f"{type(value).__name__} that is not one ({error}). Pass a NumPy array of "
+                f"shape {list(shape)}.") from None
+    float8 = dtype.kind == "V" and dtype.itemsize == 1
+    if float8 and array.dtype.names is not None and array.dtype.itemsize == 1:
+        array = array.view(np.uint8).view(dtype)  # PopXL's host float8: the same bytes
+    check_numbers(array, what)
     if array.shape != shape:
-        raise ValueError(f"Anchor {anchor.name()!r} takes an array of shape {list(shape)} "
-                         f"({dtype.name}); got shape {list(array.shape)}.")
+        raise ValueError(f"{what}: takes an array of shape {list(shape)}; got shape "
+                         f"{list(array.shape)}.")
     if array.dtype == dtype:
         return array
-    if array.dtype.names is not None and array.dtype.itemsize == dtype.itemsize == 1:
-        return array.view(np.uint8).view(dtype)  # PopXL's host float8: the same bytes
-    try:
-        with np.errstate(over="ignore", invalid="ignore"):  # checked below
-            converted = array.astype(dtype)
-        if np.issubdtype(array.dtype, np.floating) and dtype.kind == "f":
-            finite = np.isfinite(array)
-            if np.array_equal(np.isfinite(converted.astype(np.float64)), finite):
-                return converted  # a float narrowed (rounded), as Session.run downcasts
-        elif np.array_equal(converted.astype(array.dtype), array, equal_nan=True):
-            return converted
-    except (TypeError, ValueError):  # no conversion between the two dtypes
-        pass
-    raise ValueError(
-        f"Anchor {anchor.name()!r} holds {dtype.name}; the {array.dtype.name} values given "
-        f"do not all fit (converting would change them). Pass {dtype.name} data.")
+    if float8:
+        raise TypeError(
+            f"{what}: takes float8 data; got {array.dtype.name}. Convert it first, with "
+            "ipuxl.fp8_utils.host_pow2scale_cast_to_fp8 (PopXL's host float8) or "
+            f"array.astype(ml_dtypes.{dtype.name}).")
+    return cast(array, dtype, what, f"Pass {dtype.name} data.")

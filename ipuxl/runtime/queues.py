@@ -8,8 +8,9 @@ each transfer takes the next entry of its queue, waiting for one if the queue is
 
 ``enqueue`` returns a ``concurrent.futures.Future``: it completes when the runtime has
 copied the input out of the array (the array may be reused) or filled the output array
-(its result is the array). ``session.stop()`` disconnects every queue: a transfer that
-waits raises, and the futures of entries not taken fail with ``QueueDisconnected``.
+(its result is the array). ``session.stop()``, ``unloadFromDevice()`` and ``close()``
+disconnect every queue: a transfer that waits raises, and the futures of entries not
+taken fail with ``QueueDisconnected``.
 
 Example:
     >>> import numpy as np
@@ -38,8 +39,8 @@ __all__ = ["InputQueue", "OutputQueue", "QueueDisconnected", "QueueManager"]
 
 
 class QueueDisconnected(RuntimeError):
-    """The queue was disconnected (``session.stop()``) while data was waiting or being
-    waited for."""
+    """The queue was disconnected (``session.stop()``, ``unloadFromDevice()`` or
+    ``close()``) while data was waiting or being waited for."""
 
 
 class _Queue:
@@ -70,7 +71,8 @@ class _Queue:
             if not self._connected:
                 raise QueueDisconnected(
                     f"The queue of anchor {self.anchor.name()!r} is disconnected (the "
-                    "session was stopped); reload() the session and create its queues again.")
+                    "session was stopped, unloaded or closed); reload() the session and "
+                    "create its queues again.")
             self._entries.append((array, future))
             self._ready.notify()
         return future
@@ -81,7 +83,8 @@ class _Queue:
                 if not self._connected:
                     raise QueueDisconnected(
                         f"The queue of anchor {self.anchor.name()!r} was disconnected while "
-                        "the program waited for it (session.stop()).")
+                        "the program waited for it (session.stop(), unloadFromDevice() or "
+                        "close()).")
                 self._ready.wait()
             return self._entries.popleft()
 
@@ -166,7 +169,8 @@ class QueueManager:
         return _lookup(self.outputs, name, "output")
 
     def disconnect(self) -> None:
-        """Disconnect every queue (what ``session.stop()`` does)."""
+        """Disconnect every queue (what ``session.stop()`` and ``unloadFromDevice()``
+        do)."""
         for queue in (*self.inputs.values(), *self.outputs.values()):
             queue.disconnect()
 

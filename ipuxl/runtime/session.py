@@ -29,10 +29,9 @@ from __future__ import annotations
 
 import enum
 import logging
-import os
 import threading
 import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,19 +45,11 @@ from ipuxl.runtime.callbacks import (
 )
 from ipuxl.runtime.devices import Device, DeviceManager, DeviceWaitConfig
 from ipuxl.runtime.engine import Engine
-from ipuxl.runtime.model import (
-    LOAD,
-    MAIN,
-    PROGRAM_NAMES,
-    Anchor,
-    Model,
-    package_hash,
-    runtime_versions,
-)
+from ipuxl.runtime.model import LOAD, MAIN, PROGRAM_NAMES, Anchor
 from ipuxl.runtime.queues import InputQueue, OutputQueue, QueueDisconnected, QueueManager
+from ipuxl.runtime.verification import as_model, check_versions
 
-__all__ = ["LaunchPolicy", "PackageVersionMismatch", "Session", "SessionConfig",
-           "as_model"]
+__all__ = ["LaunchPolicy", "Session", "SessionConfig"]
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -66,10 +57,6 @@ _LOGGER = logging.getLogger(__name__)
 class LaunchPolicy(enum.Enum):
     Immediate = 0  # acquire a device and load the executable in the constructor
     Deferred = 1  # the user binds a device with bindToDevice (the default)
-
-
-class PackageVersionMismatch(RuntimeError):
-    """The package was saved by another ipuxl/JAX/jaxlib than the one running."""
 
 
 @dataclass
@@ -84,6 +71,9 @@ class SessionConfig:
             with tensor data in the package (default: use the data).
         cache_dir: (ipuxl) a folder for JAX's persistent compilation cache, so a package
             compiled once loads without compiling (default: ``POPXL_CACHE_DIR``).
+        ipus_per_device: (ipuxl) how many virtual IPUs each JAX device offers to an
+            Immediate session (default: ``IPUXL_RUNTIME_IPUS_PER_DEVICE``, else no
+            limit; see :mod:`ipuxl.runtime.devices`).
     """
 
     policy: LaunchPolicy = LaunchPolicy.Deferred
@@ -91,39 +81,7 @@ class SessionConfig:
     check_package_hash: bool = True
     pred_tensor_data: Callable[[Anchor], PopefDataUsagePolicy] | None = None
     cache_dir: str | None = None
-
-
-def as_model(model_or_paths: Any) -> Model:
-    """A Model from a Model, a path, or a list holding one path."""
-    if isinstance(model_or_paths, Model):
-        return model_or_paths
-    if isinstance(model_or_paths, (str, os.PathLike)):
-        return Model(model_or_paths)
-    if isinstance(model_or_paths, Sequence):
-        paths = list(model_or_paths)
-        if len(paths) != 1:
-            raise ValueError(
-                f"An ipuxl package is one file, so a Session takes one path; got "
-                f"{len(paths)} paths: {paths!r}.")
-        return Model(paths[0])
-    raise TypeError(f"A Session takes a Model, a package path or a list of one path; got "
-                    f"{type(model_or_paths).__name__}.")
-
-
-def check_versions(model: Model) -> None:
-    """Raise ``PackageVersionMismatch`` unless ``model`` was saved by this ipuxl/JAX."""
-    current = runtime_versions()
-    if model.metadata.packageHash() == package_hash(current):
-        return
-    saved = model.metadata.versions()
-    differ = ", ".join(f"{key} {saved.get(key)} (running {current[key]})"
-                       for key in current if saved.get(key) != current[key])
-    raise PackageVersionMismatch(
-        f"The package {model.path} was saved by another version: {differ or 'its hash '}"
-        f"{'' if differ else model.metadata.packageHash()}. Its executable may not run the "
-        "same here. Save it again with this installation, or pass "
-        "SessionConfig(check_package_hash=False) to run it anyway."
-    )
+    ipus_per_device: int | None = None
 
 
 class Session:
@@ -187,11 +145,14 @@ class Session:
         self._engine: Engine | None = None
         self._engines: dict[Any, Engine] = {}
         self._stopped = False
+        self._closed = False
+        self._interrupted = "stopped"  # why the queues were last disconnected
         self._needs_save = False
         self._queues: QueueManager | None = None
         self._finalizer: Any = None
         if self.config.policy is LaunchPolicy.Immediate:
-            device = DeviceManager().getDevice(self.model, self.config.wait_config)
+            device = DeviceManager(self.config.ipus_per_device).getDevice(
+                self.model, self.config.wait_config)
             self._owned_device = device
             self._finalizer = weakref.finalize(self, device.detach)
             try:
@@ -230,19 +191,25 @@ class Session:
             self._engines[device.jax_device] = engine
         engine.unload()
         self._device, self._engine = device, engine
-        self._stopped, self._needs_save = False, False
+        self._stopped, self._closed, self._needs_save = False, False, False
 
     def unloadFromDevice(self) -> None:
         """Unload from the bound device (running the Save programs first, as
-        ``bindToDevice`` does). ``reload()`` binds to it again.
+        ``bindToDevice`` does). ``reload()`` binds to it again. Like ``stop()``, it
+        disconnects the queues first, so a program waiting on a queue in another
+        thread raises instead of holding the session for ever.
 
         Raises:
             RuntimeError: the session is not bound to a device.
         """
+        if self._engine is None:
+            raise RuntimeError("unloadFromDevice: the session is not bound to a device "
+                               "(bindToDevice first).")
+        self._disconnect_queues("unloaded")
         with self._run_lock:
-            if self._engine is None:
-                raise RuntimeError("unloadFromDevice: the session is not bound to a device "
-                                   "(bindToDevice first).")
+            if self._engine is None:  # another thread unloaded it meanwhile
+                raise RuntimeError("unloadFromDevice: the session is not bound to a "
+                                   "device (bindToDevice first).")
             self._save_before_unbinding()
             self._engine.unload()
             self._engine = None
@@ -269,26 +236,37 @@ class Session:
         state is dropped) and every queue is disconnected, so a program waiting on a
         queue raises. ``reload()`` makes the session usable again. Does nothing when
         the session is not bound."""
+        self._stop("stopped")
+
+    def _stop(self, why: str) -> None:
         engine = self._engine
         if engine is None:
             _LOGGER.debug("stop: the session is not bound to a device; nothing to stop")
             return
         self._stopped = True
+        self._disconnect_queues(why)
+        engine.unload()
+
+    def _disconnect_queues(self, why: str) -> None:
+        """Disconnect the QueueManager's queues (a program waiting on one raises) and
+        unbind their anchors, which have no callback until new queues exist."""
         with self._lock:
             queues, self._queues = self._queues, None
-            if queues is not None:  # its anchors have no callback until new queues exist
+            if queues is not None:
+                self._interrupted = why
                 for queue in (*queues.inputs.values(), *queues.outputs.values()):
                     if self._callbacks.get(queue.anchor.name()) == queue.transfer:
                         del self._callbacks[queue.anchor.name()]
         if queues is not None:
             queues.disconnect()
-        engine.unload()
 
     def close(self) -> None:
-        """Unload, and give back a device the session acquired itself (Immediate)."""
-        self.stop()
+        """Unload, and give back a device the session acquired itself (Immediate).
+        Programs then refuse to run until ``bindToDevice`` binds the session again."""
+        self._stop("closed")
         with self._run_lock:
             self._engine = None
+            self._closed = True
             if self._owned_device is not None:
                 self._owned_device.detach()
                 self._owned_device = None
@@ -476,6 +454,16 @@ class Session:
                     self._run_save(engine)
 
     def _check_bound(self, what: str) -> Engine:
+        if self._closed:
+            raise RuntimeError(
+                f"Cannot {what}: the session was closed, and its device given back if it "
+                "owned one. Create a new Session, or bind this one again with "
+                "session.bindToDevice(DeviceManager().getDevice(session.model)).")
+        if self._device is not None and not self._device.isAttached():
+            raise RuntimeError(
+                f"Cannot {what}: the session's {self._device} was detached (given back). "
+                "Bind it to an attached device with session.bindToDevice("
+                "DeviceManager().getDevice(session.model)).")
         if self._stopped:
             raise RuntimeError(f"Cannot {what}: the session was stopped, which leaves the "
                                "device in an undefined state. Call reload() first.")
@@ -497,8 +485,8 @@ class Session:
         try:
             callback(buffer)
         except QueueDisconnected as error:
-            raise RuntimeError(f"The session was stopped while the program waited for "
-                               f"anchor {name!r}: {error}") from error
+            raise RuntimeError(f"The session was {self._interrupted} while the program "
+                               f"waited for anchor {name!r}: {error}") from error
         except Exception as error:
             raise RuntimeError(f"The callback of anchor {name!r} raised {error!r}; "
                                f"{when}.") from error
