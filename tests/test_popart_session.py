@@ -352,7 +352,8 @@ def test_errors_name_the_rule_and_the_fix():
             1, {"nope": popart.AnchorReturnType("ALL")}), cpu())
     with pytest.raises(popart.popart_exception, match="does not divide batchesPerStep"):
         popart.DataFlow(3, {"y": popart.AnchorReturnType("EVERYN", 2)})
-    with pytest.raises(popart.popart_exception, match="Invalid anchor return type 'EVERY'"):
+    with pytest.raises(popart.popart_exception,
+                       match="Invalid anchor return type ID supplied: 'EVERY'"):
         popart.AnchorReturnType("EVERY")
     with pytest.raises(popart.popart_exception, match="needs an optimizer"):
         popart.TrainingSession(linear_model(), flow, loss="y", deviceInfo=cpu())
@@ -366,7 +367,7 @@ def test_errors_name_the_rule_and_the_fix():
     options.accumulationFactor = 2
     with pytest.raises(popart.popart_exception, match="only applies to training"):
         popart.InferenceSession(linear_model(), flow, cpu(), userOptions=options)
-    with pytest.raises(popart.popart_exception, match="No ONNX model at"):
+    with pytest.raises(popart.popart_exception, match="fnModel: No ONNX model.*/no/such/model.onnx"):
         popart.InferenceSession("/no/such/model.onnx", flow, cpu())
 
 

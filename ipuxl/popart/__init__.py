@@ -73,6 +73,7 @@ _LAZY = {
     "AdamMode": "ipuxl.popart.optimizers",
     "AdaptiveMode": "ipuxl.popart.optimizers",
     "WeightDecayMode": "ipuxl.popart.optimizers",
+    "SGDAccumulatorAndMomentum": "ipuxl.popart.optimizers",
     "OptimizerValue": "ipuxl.popart.optimizers",
     "Optimizer": "ipuxl.popart.optimizers",
     "NllLoss": "ipuxl.popart.losses",

@@ -32,8 +32,9 @@ from typing import Any
 
 import numpy as np
 
+from ipuxl.host_values import check_numbers, index_argument, index_arguments
 from ipuxl.popart.builder_annotations import AnnotationsMixin, RecomputeType
-from ipuxl.popart.builder_graphcore import AiGraphcoreOpset1, InitType
+from ipuxl.popart.builder_graphcore import AiGraphcoreOpset1, InitType, tensor_ids
 from ipuxl.popart.builder_onnx import LATEST_OPSET, AiOnnx, onnx_opset_class
 from ipuxl.popart.errors import popart_exception
 from ipuxl.popart.tensor_info import TensorInfo, data_type_of
@@ -210,7 +211,11 @@ class Builder(AnnotationsMixin):
                 debugContext = arg
             else:
                 settings = arg
+        if initVal is None:
+            raise TypeError("addInitializedInputTensor: initVal is None; pass the weight's "
+                            "initial value as a numpy array.")
         array = np.asarray(initVal)
+        check_numbers(array, f"addInitializedInputTensor({str(debugContext) or 'init_input'!r})")
         name = self._ids.fresh(self._scoped(str(debugContext) or "init_input"))
         tensor = numpy_helper.from_array(array, name)
         self._model.graph.initializer.append(tensor)
@@ -260,7 +265,8 @@ class Builder(AnnotationsMixin):
                       debugContext: str = "") -> str:
         """Reshape ``args[0]`` to ``shape`` through a Constant shape tensor."""
         context = str(debugContext)
-        new_shape = aiOnnx.constant(np.asarray(list(shape), np.int64),
+        dims = index_arguments("shape", shape, "reshape_const")
+        new_shape = aiOnnx.constant(np.asarray(dims, np.int64).reshape(len(dims)),
                                     debugContext=f"{context}_const" if context else "")
         return aiOnnx.reshape([args[0], new_shape], debugContext=context)
 
@@ -268,8 +274,12 @@ class Builder(AnnotationsMixin):
                  inputs: list[str], attributes: dict[str, Any] | None = None,
                  numOutputs: int = 1, name: str = "") -> list[str]:  # noqa: N803
         """Add an operator of any domain; returns its output ids."""
-        return self.add_node(opName, list(inputs), dict(attributes or {}), int(numOutputs),
-                             domain=domain, version=int(opVersion), debug_context=name)
+        where = f"customOp {opName!r}"
+        ids = tensor_ids(inputs, where, f"customOp({opName!r}, version, domain, [x, ...])")
+        return self.add_node(opName, ids, dict(attributes or {}),
+                             index_argument("numOutputs", numOutputs, where), domain=domain,
+                             version=index_argument("opVersion", opVersion, where),
+                             debug_context=name)
 
     # ------------------------------------------------------------------ queries
     def getInputTensorIds(self) -> list[str]:  # noqa: N802 - PopART's name

@@ -28,6 +28,10 @@ from contextlib import contextmanager
 from enum import IntEnum
 from typing import Any
 
+import numpy as np
+
+from ipuxl.host_values import index_argument
+from ipuxl.popart.arguments import enum_argument, number_argument
 from ipuxl.popart.errors import popart_exception
 
 __all__ = ["AnnotationsMixin", "RecomputeType", "VIRTUAL_GRAPH", "PIPELINE_STAGE",
@@ -61,6 +65,10 @@ class RecomputeType(IntEnum):
     Recomputed = 3  # noqa: N815
 
 
+def _recompute(value: Any) -> int:
+    return int(enum_argument(RecomputeType, value, "recomputeOutputInBackwardPass: value"))
+
+
 def _ids(node_output_names: Any) -> list[str]:
     if isinstance(node_output_names, str):
         return [node_output_names]
@@ -82,40 +90,47 @@ class AnnotationsMixin:
                      ) -> Any:
         """Place nodes on virtual IPU ``value``: ``virtualGraph(ids, ipu)``, or
         ``with builder.virtualGraph(ipu):``."""
-        return self._annotate(VIRTUAL_GRAPH, nodeOutputNames, value, int)
+        return self._annotate(VIRTUAL_GRAPH, nodeOutputNames, value, "virtualGraph")
 
     def pipelineStage(self, nodeOutputNames: Any, value: int = 0) -> Any:  # noqa: N802,N803
         """Put nodes in pipeline stage ``value`` (same two forms as ``virtualGraph``)."""
-        return self._annotate(PIPELINE_STAGE, nodeOutputNames, value, int)
+        return self._annotate(PIPELINE_STAGE, nodeOutputNames, value, "pipelineStage")
 
     def executionPhase(self, nodeOutputNames: Any, value: int = 0) -> Any:  # noqa: N802,N803
         """Put nodes in execution phase ``value`` (same two forms as ``virtualGraph``)."""
-        return self._annotate(EXECUTION_PHASE, nodeOutputNames, value, int)
+        return self._annotate(EXECUTION_PHASE, nodeOutputNames, value, "executionPhase")
 
     def schedulePriority(self, nodeOutputNames: Any, value: float = 0.0  # noqa: N802,N803
                          ) -> Any:
-        return self._annotate(SCHEDULE_PRIORITY, nodeOutputNames, value, float)
+        return self._annotate(SCHEDULE_PRIORITY, nodeOutputNames, value, "schedulePriority")
 
     def recomputeOutputInBackwardPass(self, nodeOutputNames: Any,  # noqa: N802,N803
                                       value: RecomputeType = RecomputeType.Recompute) -> None:
         """Recompute (or checkpoint) the outputs of the nodes producing ``nodeOutputNames``
         in the backward pass."""
-        self._set(_ids(nodeOutputNames), RECOMPUTE, int(RecomputeType(value)))
+        self._set(_ids(nodeOutputNames), RECOMPUTE, _recompute(value))
 
     @contextmanager
     def recomputeOutput(self, value: RecomputeType) -> Iterator[None]:  # noqa: N802
         """``with builder.recomputeOutput(popart.RecomputeType.Recompute):``."""
-        with self._scope(RECOMPUTE, int(RecomputeType(value))):
+        with self._scope(RECOMPUTE, _recompute(value)):
             yield
 
-    def _annotate(self, name: str, ids: Any, value: Any, kind: type) -> Any:
+    def _annotate(self, name: str, ids: Any, value: Any, method: str) -> Any:
+        """``method(ids, value)`` sets the attribute; ``method(value)`` is a context
+        manager. The value is an integer (a float for ``schedulePriority``)."""
+        def checked(number: Any) -> Any:
+            if name == SCHEDULE_PRIORITY:
+                return number_argument(number, f"{method}: value")
+            return index_argument("value", number, method)
+
         if isinstance(ids, (str, list, tuple, set, frozenset)):
-            self._set(_ids(ids), name, kind(value))
+            self._set(_ids(ids), name, checked(value))
             return None
-        if isinstance(ids, bool) or not isinstance(ids, (int, float)):
-            raise TypeError(f"Expected tensor ids or a number for {name}, got "
+        if isinstance(ids, bool) or not isinstance(ids, (int, float, np.integer, np.floating)):
+            raise TypeError(f"{method}: expected tensor ids or a number, got "
                             f"{type(ids).__name__} {ids!r}.")
-        return self._scope(name, kind(ids))
+        return self._scope(name, checked(ids))
 
     @contextmanager
     def _scope(self, name: str, value: Any) -> Iterator[None]:
@@ -180,7 +195,8 @@ class AnnotationsMixin:
     def setAvailableMemoryProportion(self, nodeOutputName: Any,  # noqa: N802,N803
                                      availableMemoryProportion: float) -> None:  # noqa: N803
         """The share of tile memory a matmul/conv may use for temporaries, in (0, 1]."""
-        proportion = float(availableMemoryProportion)
+        proportion = number_argument(availableMemoryProportion,
+                                     "setAvailableMemoryProportion: availableMemoryProportion")
         if not 0.0 < proportion <= 1.0:
             raise popart_exception(f"availableMemoryProportion must be in (0,1], got "
                                    f"{proportion}.")
@@ -204,7 +220,8 @@ class AnnotationsMixin:
         ids = _ids(nodeOutputNames)
         self._set(ids, SERIALIZE_MODE, mode)
         if mode != "none":
-            self._set(ids, SERIALIZE_FACTOR, int(factor))
+            self._set(ids, SERIALIZE_FACTOR, index_argument("factor", factor,
+                                                            "setSerializeMatMul"))
             self._set(ids, SERIALIZE_PRECISION, int(bool(keep_precision)))
 
     def setInplacePreferences(self, nodeOutputName: Any,  # noqa: N802,N803
@@ -212,7 +229,8 @@ class AnnotationsMixin:
         """Priorities of the in-place variants of an op (``{"ReluInplace": 100.0}``)."""
         ids = _ids(nodeOutputName)
         self._set(ids, INPLACE_NAMES, [str(k) for k in prefs])
-        self._set(ids, INPLACE_PRIORITIES, [float(v) for v in prefs.values()])
+        self._set(ids, INPLACE_PRIORITIES, [number_argument(v, f"setInplacePreferences: {k!r}")
+                                            for k, v in prefs.items()])
 
     def outputTensorLocation(self, nodeOutputNames: Any, value: Any  # noqa: N802,N803
                              ) -> None:

@@ -17,10 +17,14 @@ from __future__ import annotations
 from enum import IntEnum
 from typing import Any
 
-from ipuxl.popart.errors import popart_exception
-from ipuxl.popart.losses import ReductionType
+import numpy as np
 
-__all__ = ["AiGraphcoreOpset1", "InitType"]
+from ipuxl.host_values import index_argument, index_arguments
+from ipuxl.popart.arguments import enum_argument, number_argument
+from ipuxl.popart.errors import popart_exception
+from ipuxl.popart.losses import ReductionType, reduction_type
+
+__all__ = ["AiGraphcoreOpset1", "InitType", "tensor_ids"]
 
 DOMAIN = "ai.graphcore"
 
@@ -32,13 +36,53 @@ class InitType(IntEnum):
     Zero = 1  # noqa: N815
 
 
-def _reduction(value: Any) -> str:
-    if isinstance(value, ReductionType):
-        return {"NoReduction": "None"}.get(value.name, value.name)
-    if isinstance(value, str) and value in ("Sum", "Mean", "None", "NoReduction"):
-        return "None" if value == "NoReduction" else value
-    raise popart_exception(f"Expected a popart.ReductionType (Sum, Mean, NoReduction), got "
-                           f"{value!r}.")
+def _reduction(value: Any, op: str) -> str:
+    """The ``reduction`` attribute as PopART writes it: ``"Sum"``, ``"Mean"``, ``"None"``."""
+    reduction = reduction_type(value, f"aiGraphcore.{op}: reduction")
+    return "None" if reduction is ReductionType.NoReduction else reduction.name
+
+
+def _int(name: str, value: Any, op: str) -> int:
+    return index_argument(name, value, f"aiGraphcore.{op}")
+
+
+def _flag(name: str, value: Any, op: str) -> int:
+    """A switch PopART takes as an int: a bool, 0 or 1."""
+    if isinstance(value, (bool, np.bool_)):
+        return int(value)
+    number = _int(name, value, op)
+    if number not in (0, 1):
+        raise popart_exception(f"aiGraphcore.{op}: {name} is a switch (0 or 1, or a bool), "
+                               f"got {number}.")
+    return number
+
+
+def _ints(name: str, value: Any, op: str) -> list[int]:
+    return list(index_arguments(name, value, f"aiGraphcore.{op}"))
+
+
+def _float(name: str, value: Any, op: str) -> float:
+    return number_argument(value, f"aiGraphcore.{op}: {name}")
+
+
+def tensor_ids(args: Any, where: str, form: str) -> list[str]:
+    """An op's ``args``: a list (or tuple) of tensor ids, as PopART takes them. A single
+    id is refused: PopART's methods take ``[x]``, and a string is a sequence of letters.
+
+    Raises:
+        TypeError: ``args`` is not a list or tuple of strings.
+    """
+    if not isinstance(args, (list, tuple)):
+        given = f"the single id {args!r}" if isinstance(args, str) else \
+            f"{type(args).__name__} {args!r}"
+        raise TypeError(f"{where} takes its inputs as a list of tensor ids, got {given}. "
+                        f"Call it as {form}.")
+    for tensor_id in args:
+        if not isinstance(tensor_id, str):
+            raise TypeError(f"{where}: tensor ids are strings, got "
+                            f"{type(tensor_id).__name__} {tensor_id!r} in {list(args)}. "
+                            f"Call it as {form}.")
+    return list(args)
 
 
 class AiGraphcoreOpset1:
@@ -51,8 +95,11 @@ class AiGraphcoreOpset1:
 
     def _node(self, op_type: str, args: Any, attributes: dict[str, Any], *,
               inputs: tuple[int, int], debug: Any, outputs: int = 1) -> list[str]:
-        ids = [args] if isinstance(args, str) else list(args)
+        method = op_type.lower()
         low, high = inputs
+        listed = ", ".join(["x", "y", "z"][:low]) if low == high and low <= 3 else "x, ..."
+        ids = tensor_ids(args, f"aiGraphcore.{method} ({op_type})",
+                         f"aiGraphcore.{method}([{listed}])")
         if not low <= len(ids) <= high:
             expected = f"{low}" if low == high else f"{low} to {high}"
             raise popart_exception(f"aiGraphcore.{op_type.lower()} ({op_type}) takes "
@@ -70,21 +117,24 @@ class AiGraphcoreOpset1:
                 inputIsLogProbability: bool = False, debugContext: Any = "") -> str:  # noqa: N803
         """Negative log likelihood of ``args = [probs, labels]`` (classes on the last
         axis of ``probs``; ``inputIsLogProbability`` when they are log-probabilities)."""
-        attributes = {"reduction": _reduction(reduction),
-                      "ignoreIndex": None if ignoreIndex is None else int(ignoreIndex),
+        attributes = {"reduction": _reduction(reduction, "nllloss"),
+                      "ignoreIndex": None if ignoreIndex is None else
+                      _int("ignoreIndex", ignoreIndex, "nllloss"),
                       "inputIsLogProbability": int(bool(inputIsLogProbability))}
         return self._node("Nll", args, attributes, inputs=(2, 2), debug=debugContext)[0]
 
     def l1loss(self, args: list[str], lambda_: float, reduction: Any = ReductionType.Mean,
                debugContext: Any = "") -> str:  # noqa: N803
         """``lambda * |x|`` reduced (``lambda`` is positional: it is a Python keyword)."""
-        attributes = {"lambda": float(lambda_), "reduction": _reduction(reduction)}
+        attributes = {"lambda": _float("lambda", lambda_, "l1loss"),
+                      "reduction": _reduction(reduction, "l1loss")}
         return self._node("L1", args, attributes, inputs=(1, 1), debug=debugContext)[0]
 
     def identityloss(self, args: list[str], reduction: Any = ReductionType.Mean,
                      debugContext: Any = "") -> str:  # noqa: N803
         """The input reduced (a scalar input is the loss as it is)."""
-        return self._one("IdentityLoss", args, debugContext, reduction=_reduction(reduction))
+        return self._one("IdentityLoss", args, debugContext,
+                         reduction=_reduction(reduction, "identityloss"))
 
     # ------------------------------------------------------------------ elementwise
     def gelu(self, args: list[str], debugContext: Any = "") -> str:  # noqa: N803
@@ -134,19 +184,21 @@ class AiGraphcoreOpset1:
 
     def scale(self, args: list[str], scale: float, debugContext: Any = "") -> str:  # noqa: N803
         """``x * scale``."""
-        return self._one("Scale", args, debugContext, scale=float(scale))
+        return self._one("Scale", args, debugContext, scale=_float("scale", scale, "scale"))
 
     def scaledadd(self, args: list[str], scale0: float = 1.0, scale1: float = 1.0,
                   debugContext: Any = "") -> str:  # noqa: N803
         """``a * scale0 + b * scale1`` (the scales may also be inputs 3 and 4)."""
-        attributes = {"scale0": float(scale0), "scale1": float(scale1)}
+        attributes = {"scale0": _float("scale0", scale0, "scaledadd"),
+                      "scale1": _float("scale1", scale1, "scaledadd")}
         return self._node("ScaledAdd", args, attributes, inputs=(2, 4), debug=debugContext)[0]
 
     # ------------------------------------------------------------------ tensors
     def groupnormalization(self, args: list[str], num_groups: int, epsilon: float = 1e-5,
                            debugContext: Any = "") -> list[str]:  # noqa: N803
         """Group norm of ``[x, scale, bias]``; returns ``[y, mean, invStdDev]``."""
-        attributes = {"num_groups": int(num_groups), "epsilon": float(epsilon)}
+        attributes = {"num_groups": _int("num_groups", num_groups, "groupnormalization"),
+                      "epsilon": _float("epsilon", epsilon, "groupnormalization")}
         return self._node("GroupNormalization", args, attributes, inputs=(3, 3),
                           debug=debugContext, outputs=3)
 
@@ -154,39 +206,47 @@ class AiGraphcoreOpset1:
              debugContext: Any = "") -> list[str]:  # noqa: N803
         """PopART's LSTM of ``[x, weights, biases, (initial_state)]``; returns ``[output,
         cell_state]`` (see :func:`ipuxl.onnx.ops.graphcore.lstm` for the layouts)."""
-        return self._node("LSTM", args, {"output_full_sequence": int(outputFullSequence)},
+        full = _flag("outputFullSequence", outputFullSequence, "lstm")
+        return self._node("LSTM", args, {"output_full_sequence": full},
                           inputs=(3, 5), debug=debugContext, outputs=2)
 
     def convflipweights(self, args: list[str], group: int = 1,
                         debugContext: Any = "") -> str:  # noqa: N803
         """The weights of the transposed convolution (channels swapped, kernel flipped)."""
-        return self._one("ConvFlipWeights", args, debugContext, group=int(group))
+        return self._one("ConvFlipWeights", args, debugContext,
+                         group=_int("group", group, "convflipweights"))
 
     def subsample(self, args: list[str], strides: list[int], debugContext: Any = ""  # noqa: N803
                   ) -> str:
         """Every ``strides[i]``-th element along each axis ``i``."""
-        return self._one("Subsample", args, debugContext, strides=[int(s) for s in strides])
+        return self._one("Subsample", args, debugContext,
+                         strides=_ints("strides", strides, "subsample"))
 
     def depthtospace(self, args: list[str], blocksize: int, mode: str = "DCR",
                      debugContext: Any = "") -> str:  # noqa: N803
-        return self._one("DepthToSpace", args, debugContext, blocksize=int(blocksize),
-                         mode=str(mode))
+        if mode not in ("DCR", "CRD"):
+            raise popart_exception(f"aiGraphcore.depthtospace: mode must be \"DCR\" or "
+                                   f"\"CRD\", got {mode!r}.")
+        return self._one("DepthToSpace", args, debugContext,
+                         blocksize=_int("blocksize", blocksize, "depthtospace"), mode=mode)
 
     def reverse(self, args: list[str], dimensions: list[int], debugContext: Any = ""  # noqa: N803
                 ) -> str:
         """Reverse the order of the elements along ``dimensions``."""
         return self._one("Reverse", args, debugContext,
-                         dimensions=[int(d) for d in dimensions])
+                         dimensions=_ints("dimensions", dimensions, "reverse"))
 
     def init(self, shape: list[int], data_type: Any, init_type: Any = InitType.Zero,
              batch_axis: int = -1, debugContext: Any = "") -> str:  # noqa: N803
         """A new tensor of ``shape`` and ``data_type`` (a ``popart.DataType`` or name),
         zero-filled."""
-        from ipuxl.popart.tensor_info import data_type_of
+        from ipuxl.popart.tensor_info import data_type_of, shape_argument
 
-        attributes = {"shape": [int(d) for d in shape],
+        attributes = {"shape": shape_argument(shape, "aiGraphcore.init"),
                       "data_type": int(data_type_of(data_type).value),
-                      "init_type": int(init_type), "batch_axis": int(batch_axis)}
+                      "init_type": int(enum_argument(InitType, init_type,
+                                                     "aiGraphcore.init: init_type")),
+                      "batch_axis": _int("batch_axis", batch_axis, "init")}
         return self._node("Init", [], attributes, inputs=(0, 0), debug=debugContext)[0]
 
     def dynamicslice(self, args: list[str], axes: list[int], sizes: list[int],
@@ -211,11 +271,14 @@ class AiGraphcoreOpset1:
 
     def _dynamic(self, op_type: str, args: Any, axes: Any, sizes: Any, no_overlap: Any,
                  debug: Any, arity: int) -> str:
-        if len(list(axes)) != len(list(sizes)):
-            raise popart_exception(f"aiGraphcore.{op_type.lower()}: axes {list(axes)} and "
-                                   f"sizes {list(sizes)} differ in length.")
-        attributes = {"axes": [int(a) for a in axes], "sizes": [int(s) for s in sizes],
-                      "noOverlap": None if no_overlap is None else int(no_overlap)}
+        method = op_type.lower()
+        axes, sizes = _ints("axes", axes, method), _ints("sizes", sizes, method)
+        if len(axes) != len(sizes):
+            raise popart_exception(f"aiGraphcore.{method}: axes {axes} and "
+                                   f"sizes {sizes} differ in length.")
+        attributes = {"axes": axes, "sizes": sizes,
+                      "noOverlap": None if no_overlap is None else
+                      _flag("noOverlap", no_overlap, method)}
         return self._node(op_type, args, attributes, inputs=(arity, arity), debug=debug)[0]
 
     # ------------------------------------------------------------------ plumbing
@@ -223,7 +286,8 @@ class AiGraphcoreOpset1:
                     debugContext: Any = "", title: str = "") -> str:  # noqa: N803
         """The input, printed when the model runs (and its gradient, if
         ``print_gradient``)."""
-        attributes = {"print_gradient": int(print_gradient), "title": title or None}
+        attributes = {"print_gradient": _flag("print_gradient", print_gradient, "printtensor"),
+                      "title": title or None}
         return self._node("PrintTensor", args, attributes, inputs=(1, 1),
                           debug=debugContext)[0]
 
@@ -241,11 +305,13 @@ class AiGraphcoreOpset1:
         if not isinstance(callee, Builder):
             raise TypeError(f"aiGraphcore.call: callee must be a subgraph Builder "
                             f"(builder.createSubgraphBuilder()), got {type(callee).__name__}.")
+        args = tensor_ids(args, "aiGraphcore.call", "aiGraphcore.call([x, ...], n, callee)")
+        num_outputs = _int("num_outputs", num_outputs, "call")
         graph = callee.graph_proto()
-        if len(graph.input) != len(list(args)) or len(graph.output) != int(num_outputs):
+        if len(graph.input) != len(args) or len(graph.output) != num_outputs:
             raise popart_exception(
                 f"aiGraphcore.call: the callee takes {len(graph.input)} input(s) and makes "
                 f"{len(graph.output)} output(s); the call gives {len(list(args))} input(s) "
                 f"and asks for {num_outputs}.")
         return self._node("Call", args, {"callee": graph}, inputs=(0, len(graph.input)),
-                          debug=debugContext, outputs=int(num_outputs))
+                          debug=debugContext, outputs=num_outputs)

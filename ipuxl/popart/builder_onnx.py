@@ -33,6 +33,9 @@ from typing import Any
 
 import numpy as np
 
+from ipuxl.host_values import check_numbers, index_argument
+from ipuxl.popart.arguments import number_argument
+from ipuxl.popart.builder_graphcore import tensor_ids
 from ipuxl.popart.errors import popart_exception
 
 __all__ = ["AiOnnx", "onnx_opset_class", "op_table", "OpSpec", "LATEST_OPSET"]
@@ -170,30 +173,59 @@ def _empty(value: Any) -> bool:
     return value is None or (isinstance(value, (list, tuple)) and len(value) == 0)
 
 
-def _attribute_value(spec: OpSpec, attribute: AttributeSpec, value: Any) -> Any:
-    """The value to write, converted as the schema's type says."""
+def _attribute_value(where: str, attribute: AttributeSpec, value: Any) -> Any:
+    """The value to write, checked against the schema's type: integers are true
+    integers (a bool is 0 or 1, ``2.5`` is refused), floats are numbers, strings are
+    strings, tensors hold numbers. Nothing is converted by truncation or ``str()``."""
     from onnx import AttributeProto
 
     from ipuxl.popart.tensor_info import data_type_of
 
-    kind = attribute.type
+    kind, name = attribute.type, attribute.name
     if kind == AttributeProto.INT:
-        if attribute.name in _TYPE_ATTRIBUTES and not isinstance(value, (int, np.integer)):
+        if name in _TYPE_ATTRIBUTES and not isinstance(value, (int, np.integer)):
             return int(data_type_of(value).value)
-        return int(value)
+        return _integer(name, value, where)
     if kind == AttributeProto.FLOAT:
-        return float(value)
+        return number_argument(value, f"{where}: attribute {name!r}", finite=False)
     if kind == AttributeProto.STRING:
-        return str(value)
+        return _string(name, value, where)
     if kind == AttributeProto.INTS:
-        return [int(v) for v in value]
+        _require_sequence(name, value, where)
+        return [_integer(f"{name}[{i}]", v, where) for i, v in enumerate(value)]
     if kind == AttributeProto.FLOATS:
-        return [float(v) for v in value]
+        _require_sequence(name, value, where)
+        return [number_argument(v, f"{where}: attribute {name}[{i}]", finite=False)
+                for i, v in enumerate(value)]
     if kind == AttributeProto.STRINGS:
-        return [str(v) for v in value]
+        _require_sequence(name, value, where)
+        return [_string(f"{name}[{i}]", v, where) for i, v in enumerate(value)]
     if kind == AttributeProto.TENSOR:
-        return np.asarray(value)
+        array = np.asarray(value)
+        check_numbers(array, f"{where}: attribute {name!r}")
+        return array
     return value  # graphs (Builders or GraphProtos), tensors lists
+
+
+def _integer(name: str, value: Any, where: str) -> int:
+    if isinstance(value, (bool, np.bool_)):
+        return int(value)  # ONNX's boolean attributes are INTs (keepdims=True is 1)
+    return index_argument(name, value, where)
+
+
+def _string(name: str, value: Any, where: str) -> str:
+    if isinstance(value, bytes):
+        return value.decode()
+    if not isinstance(value, str):
+        raise TypeError(f"{where}: attribute {name!r} is a string, got "
+                        f"{type(value).__name__} {value!r}.")
+    return value
+
+
+def _require_sequence(name: str, value: Any, where: str) -> None:
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple, np.ndarray)):
+        raise TypeError(f"{where}: attribute {name!r} is a list, got "
+                        f"{type(value).__name__} {value!r}. Pass a list.")
 
 
 class AiOnnx:
@@ -224,6 +256,7 @@ class AiOnnx:
         ``is_value_sufficient`` is PopART's hint that only the value matters; ipuxl
         always folds constants."""
         array = np.asarray(value)
+        check_numbers(array, "aiOnnx.constant: value")
         name = debugPrefix if debugPrefix is not None else debugContext
         return self._builder.add_node("Constant", [], {"value": array}, 1, domain="",
                                       version=self.version, debug_context=name)[0]
@@ -261,11 +294,9 @@ def _make_method(opset: AiOnnx, name: str, spec: OpSpec) -> Any:
 
 
 def _write(opset: AiOnnx, name: str, spec: OpSpec, arguments: dict[str, Any]) -> Any:
-    inputs = list(arguments.pop("args", []))
-    if isinstance(inputs, str):
-        inputs = [inputs]
-    debug = arguments.pop("debugContext")
     where = f"aiOnnx.{name} ({spec.op_type}-{spec.since})"
+    inputs = tensor_ids(arguments.pop("args", []), where, _call_form(name, spec))
+    debug = arguments.pop("debugContext")
     if not spec.min_inputs <= len(inputs) <= spec.max_inputs:
         expected = (f"{spec.min_inputs}" if spec.min_inputs == spec.max_inputs
                     else f"{spec.min_inputs} to "
@@ -274,7 +305,7 @@ def _write(opset: AiOnnx, name: str, spec: OpSpec, arguments: dict[str, Any]) ->
                                f"{inputs}.")
     count = spec.max_outputs
     if spec.variable_outputs:
-        count = int(arguments.pop("num_outputs"))
+        count = index_argument("num_outputs", arguments.pop("num_outputs"), where)
         if not spec.min_outputs <= count <= spec.max_outputs:
             raise popart_exception(f"{where}: num_outputs={count} is not between "
                                    f"{spec.min_outputs} and {spec.max_outputs}.")
@@ -287,7 +318,7 @@ def _write(opset: AiOnnx, name: str, spec: OpSpec, arguments: dict[str, Any]) ->
             continue
         if attribute.required and value is None:
             raise popart_exception(f"{where}: attribute {attribute.name!r} is required.")
-        attributes[attribute.name] = _attribute_value(spec, attribute, value)
+        attributes[attribute.name] = _attribute_value(where, attribute, value)
     if spec.op_type == "Split" and any(a.name == "num_outputs" for a in spec.attributes) \
             and len(inputs) < 2:
         attributes["num_outputs"] = count  # Split-18: sizes from the output count
@@ -296,6 +327,16 @@ def _write(opset: AiOnnx, name: str, spec: OpSpec, arguments: dict[str, Any]) ->
     if spec.variable_outputs or spec.max_outputs > 1:
         return outputs
     return outputs[0]
+
+
+def _call_form(name: str, spec: OpSpec) -> str:
+    """How to call the method, for messages: ``aiOnnx.add([a, b])``."""
+    names = ["x", "y", "z"]
+    if spec.max_inputs <= len(names) and spec.min_inputs == spec.max_inputs:
+        listed = ", ".join(names[:spec.max_inputs])
+    else:
+        listed = ", ".join(names[:max(spec.min_inputs, 1)]) + ", ..."
+    return f"aiOnnx.{name}([{listed}])"
 
 
 @functools.cache

@@ -11,6 +11,8 @@ which tensors come back (the *anchors*), each with a return type:
 ==========  ============================================  ===============================
 
 (dimensions of size 1 are left out: the glossary of batch terms in the PopART guide).
+The return type's name is matched ignoring case, as PopART does (``"All"`` is ``"ALL"``);
+counts are true integers and anchor ids strings, refused otherwise.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from collections.abc import Mapping
 from enum import Enum
 from typing import Any
 
+from ipuxl.host_values import index_argument
 from ipuxl.popart.errors import popart_exception
 
 __all__ = ["AnchorReturnTypeId", "AnchorReturnType", "DataFlow"]
@@ -40,14 +43,17 @@ class AnchorReturnType:
 
     def __init__(self, artString: str, returnPeriod: int = 0, tileSet: Any = None,  # noqa: N803
                  exchangeStrategy: Any = None):  # noqa: N803
-        key = str(artString).upper()
-        if key not in _BY_NAME:
+        if not isinstance(artString, str) or artString.upper() not in _BY_NAME:
             raise popart_exception(
-                f"Invalid anchor return type {artString!r}: use \"ALL\", \"FINAL\", \"SUM\" "
-                "or \"EVERYN\" (with a return period)."
+                f"Invalid anchor return type ID supplied: {artString!r}. Use \"ALL\", "
+                "\"FINAL\", \"SUM\" or \"EVERYN\" (with a return period)."
             )
-        self._id = _BY_NAME[key]
-        self._rp = int(returnPeriod)
+        self._id = _BY_NAME[artString.upper()]
+        self._rp = index_argument("returnPeriod", returnPeriod, "AnchorReturnType")
+        if self._id is not AnchorReturnTypeId.EveryN and self._rp != 0:
+            raise popart_exception(
+                f"A return period should not be supplied for this anchor return type "
+                f"({artString!r} with returnPeriod={self._rp}): only \"EVERYN\" takes one.")
         if self._id is AnchorReturnTypeId.EveryN and self._rp <= 0:
             raise popart_exception(
                 f"Anchor return period must be greater than zero for EVERYN, got "
@@ -78,18 +84,29 @@ class DataFlow:
 
     def __init__(self, batchesPerStep: int, anchorTensors: Any = None,  # noqa: N803
                  anchorReturnType: AnchorReturnType | None = None):  # noqa: N803
-        if int(batchesPerStep) != batchesPerStep or batchesPerStep < 1:
+        self._bps = index_argument("batchesPerStep", batchesPerStep, "DataFlow")
+        if self._bps < 1:
             raise popart_exception(
                 f"batchesPerStep must be a positive integer, got {batchesPerStep!r}."
             )
-        self._bps = int(batchesPerStep)
+        if anchorReturnType is not None and not isinstance(anchorReturnType, AnchorReturnType):
+            raise TypeError(f"DataFlow: anchorReturnType must be a popart.AnchorReturnType, "
+                            f"got {type(anchorReturnType).__name__} {anchorReturnType!r}.")
         anchors: dict[str, AnchorReturnType] = {}
         if isinstance(anchorTensors, Mapping):
-            anchors = {str(k): v for k, v in anchorTensors.items()}
-        elif anchorTensors is not None:
+            anchors = dict(anchorTensors.items())
+        elif isinstance(anchorTensors, (list, tuple, set, frozenset)):
             art = anchorReturnType or AnchorReturnType("ALL")
-            anchors = {str(k): art for k in anchorTensors}
+            anchors = {k: art for k in anchorTensors}
+        elif anchorTensors is not None:
+            raise TypeError(
+                f"DataFlow: anchorTensors must be a dict {{tensor id: AnchorReturnType}} or a "
+                f"list of tensor ids, got {type(anchorTensors).__name__} {anchorTensors!r}. "
+                "For one anchor write [tensor_id].")
         for tensor_id, art in anchors.items():
+            if not isinstance(tensor_id, str):
+                raise TypeError(f"DataFlow: anchor ids are strings (the ids the Builder "
+                                f"returns), got {type(tensor_id).__name__} {tensor_id!r}.")
             if not isinstance(art, AnchorReturnType):
                 raise TypeError(f"The return type of anchor {tensor_id!r} must be a "
                                 f"popart.AnchorReturnType, got {art!r}.")

@@ -44,15 +44,28 @@ class DeviceManager:
         return CpuDevice()
 
     def createIpuModelDevice(self, options: Any = None) -> Any:  # noqa: N802
-        """An IPU model device: ``{"numIPUs": n, "tilesPerIPU": t, "ipuVersion": v}``,
-        with PopART's 4 tiles per IPU when ``tilesPerIPU`` is not given."""
+        """An IPU model device: ``{"numIPUs": n, "tilesPerIPU": t, "ipuVersion": v,
+        "compileIPUCode": b, "numIOTiles": k}``, with PopART's 4 tiles per IPU when
+        ``tilesPerIPU`` is not given.
+
+        Raises:
+            popart_exception: an option PopART does not have (the message lists them).
+            ValueError: a value that is not an integer in range (``{"numIOTiles": 2.7}``,
+                ``{"tilesPerIPU": 10**12}``), an unknown ``ipuVersion``, a
+                ``compileIPUCode`` that is not a bool.
+        """
         from ipuxl.sim.device import IpuModelDevice
 
         return IpuModelDevice(options)
 
     def createOfflineIPUDevice(self, options: Any = None) -> Any:  # noqa: N802
-        """An offline IPU: ipuxl compiles for the IPU model with these options."""
-        return self.createIpuModelDevice(options)
+        """An offline IPU: ipuxl compiles for the IPU model with these options (PopART's
+        ``numIPUs``, ``tilesPerIPU``, ``ipuVersion``, ``syncPattern``; read as strictly as
+        :meth:`createIpuModelDevice`'s). As in PopART it has the whole chip's tiles unless
+        ``tilesPerIPU`` says otherwise."""
+        from ipuxl.sim.device import IpuModelDevice
+
+        return IpuModelDevice(options, offline=True)
 
     def enumerateDevices(self, *args: Any, **kwargs: Any) -> list[Any]:  # noqa: N802
         """No IPU hardware is attached to ipuxl: an empty list."""

@@ -10,8 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 
-__all__ = ["ReductionType", "NllLoss", "L1Loss", "IdentityLoss", "Loss"]
+from ipuxl.host_values import index_argument
+from ipuxl.popart.arguments import enum_argument, number_argument
+
+__all__ = ["ReductionType", "NllLoss", "L1Loss", "IdentityLoss", "Loss", "reduction_type"]
 
 
 class ReductionType(Enum):
@@ -22,12 +26,25 @@ class ReductionType(Enum):
     NoReduction = 2  # noqa: N815
 
 
+def reduction_type(value: Any, what: str) -> ReductionType:
+    """A ``ReductionType`` from the enum or its names (``"Sum"``, ``"Mean"``,
+    ``"NoReduction"``, and ``"None"``, the spelling of PopART's ONNX attribute).
+
+    Raises:
+        popart_exception: any other value, listing the valid ones.
+    """
+    return enum_argument(ReductionType, value, what, {"None": ReductionType.NoReduction})
+
+
 @dataclass
 class Loss:
     """A seed-era loss: inputs by tensor id, the id of the loss it makes."""
 
     def input_ids(self) -> list[str]:
         raise NotImplementedError  # every loss class defines it
+
+    def __post_init__(self) -> None:
+        self.reduction = reduction_type(self.reduction, f"{type(self).__name__} reduction")
 
     def output(self) -> str:
         return self.output_id
@@ -46,6 +63,11 @@ class NllLoss(Loss):
     def input_ids(self) -> list[str]:
         return [self.probs, self.label]
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.ignore_index is not None:
+            self.ignore_index = index_argument("ignore_index", self.ignore_index, "NllLoss")
+
 
 @dataclass
 class L1Loss(Loss):
@@ -58,7 +80,9 @@ class L1Loss(Loss):
 
     def __init__(self, input: str, output: str, lambda_: float = 1.0,  # noqa: A002
                  reduction: ReductionType = ReductionType.Sum):
-        self.input, self.output_id, self.lambda_, self.reduction = input, output, lambda_, reduction
+        self.input, self.output_id = input, output
+        self.lambda_ = number_argument(lambda_, "L1Loss lambda")
+        self.reduction = reduction_type(reduction, "L1Loss reduction")
 
     def input_ids(self) -> list[str]:
         return [self.input]

@@ -16,6 +16,11 @@ gradient already divided by the loss scaling):
   infinity norm), bias correction with the step count, weight decay as decoupled decay
   (``WeightDecayMode.Decay``, PopART's default) or L2 regularisation, Lamb's trust ratio;
 * Adaptive (AdaGrad, RMSProp, CenteredRMSProp, AdaDelta), with momentum.
+
+Every value is checked where it enters, as PopART's typed API does: a hyperparameter is
+a finite number, ``(value, isConst)`` with a bool ``isConst``, or an ``OptimizerValue``;
+modes are the enum members or their names (``mode="Lamb"``); anything else is refused
+naming the hyperparameter and the value.
 """
 
 from __future__ import annotations
@@ -27,10 +32,11 @@ from typing import Any
 
 import numpy as np
 
+from ipuxl.popart.arguments import enum_argument, number_argument
 from ipuxl.popart.errors import popart_exception
 
 __all__ = ["OptimizerValue", "Optimizer", "SGD", "ConstSGD", "Adam", "Adaptive", "AdamMode",
-           "AdaptiveMode", "WeightDecayMode"]
+           "AdaptiveMode", "WeightDecayMode", "SGDAccumulatorAndMomentum"]
 
 
 @dataclass(frozen=True)
@@ -39,6 +45,19 @@ class OptimizerValue:
 
     val: float = 0.0
     isConst: bool = True  # noqa: N815 - PopART's name
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "val", number_argument(self.val, "OptimizerValue value"))
+        if not _is_flag(self.isConst):
+            raise TypeError(f"OptimizerValue isConst must be a bool, got "
+                            f"{type(self.isConst).__name__} {self.isConst!r}.")
+        object.__setattr__(self, "isConst", bool(self.isConst))
+
+
+def _is_flag(value: Any) -> bool:
+    """A bool, or 0 / 1 (PopART's bindings take both); not a string such as "False"."""
+    return isinstance(value, (bool, np.bool_)) or (
+        isinstance(value, (int, np.integer)) and value in (0, 1))
 
     def value(self) -> float:
         return self.val
@@ -67,12 +86,27 @@ class WeightDecayMode(Enum):
     L2Regularization = 1  # noqa: N815
 
 
-def _value(raw: Any) -> OptimizerValue:
+class SGDAccumulatorAndMomentum(Enum):
+    """How SGD with momentum keeps its state (ipuxl keeps one accumulator either way)."""
+
+    Combined = 0  # noqa: N815 - PopART's names
+    Separate = 1  # noqa: N815
+
+
+def _value(key: str, raw: Any, owner: str) -> OptimizerValue:
+    """One hyperparameter: an ``OptimizerValue``, ``(value, isConst)`` or a number
+    (non-constant, as the seed's PopART took it)."""
+    what = f"{owner} hyperparameter {key!r}"
     if isinstance(raw, OptimizerValue):
         return raw
-    if isinstance(raw, (tuple, list)) and len(raw) == 2:
-        return OptimizerValue(float(raw[0]), bool(raw[1]))
-    return OptimizerValue(float(raw), False)
+    if isinstance(raw, (tuple, list)):
+        if len(raw) != 2 or not _is_flag(raw[1]):
+            raise TypeError(
+                f"{what} must be (value, isConst) with a number and a bool, got {raw!r}. "
+                f"Write for example {{{key!r}: (0.01, False)}} (False: changeable with "
+                "updateOptimizerFromHost).")
+        return OptimizerValue(number_argument(raw[0], f"{what} value"), bool(raw[1]))
+    return OptimizerValue(number_argument(raw, what), False)
 
 
 class Optimizer:
@@ -86,11 +120,22 @@ class Optimizer:
             key: OptimizerValue(default, True) for key, default in self.KEYS.items()}
         self._specific: dict[str, dict[str, OptimizerValue]] = {}
         self.lossScaling = OptimizerValue(1.0, True)  # noqa: N815
+        owner = type(self).__name__
+        if values is not None and not isinstance(values, Mapping):
+            raise TypeError(f"{owner} takes a dict of hyperparameters, e.g. "
+                            f"{owner}({{'defaultLearningRate': (0.01, False)}}), got "
+                            f"{type(values).__name__} {values!r}.")
         for name, raw in (values or {}).items():
-            self._set_default(name, _value(raw))
+            if not isinstance(name, str):
+                raise TypeError(f"{owner}: hyperparameter names are strings, got {name!r}.")
+            self._set_default(name, _value(name, raw, owner))
 
     def _set_default(self, name: str, value: OptimizerValue) -> None:
         if name == "lossScaling":
+            if value.val <= 0:
+                raise popart_exception(
+                    f"{type(self).__name__} lossScaling must be positive (the gradients are "
+                    f"divided by it), got {value.val}.")
             self.lossScaling = value
             return
         key = name[len("default"):] if name.startswith("default") else name
@@ -104,12 +149,17 @@ class Optimizer:
 
     def insertSpecific(self, weight_id: str, values: Mapping[str, Any]) -> None:  # noqa: N802
         """Per-weight values: ``{"learningRate": (0.1, False), "momentum": ...}``."""
-        specific = self._specific.setdefault(weight_id, {})
+        owner = type(self).__name__
+        if not isinstance(weight_id, str) or not isinstance(values, Mapping):
+            raise TypeError(f"{owner}.insertSpecific(weight_id, {{name: (value, isConst)}}) "
+                            f"takes a tensor id and a dict, got {weight_id!r}, {values!r}.")
+        checked = {}
         for key, raw in values.items():
             if key not in self.KEYS:
-                raise popart_exception(f"Unknown {type(self).__name__} hyperparameter "
-                                       f"{key!r} for weight {weight_id!r}.")
-            specific[key] = _value(raw)
+                raise popart_exception(f"Unknown {owner} hyperparameter {key!r} for weight "
+                                       f"{weight_id!r}. Known: {', '.join(self.KEYS)}.")
+            checked[key] = _value(key, raw, f"{owner} (weight {weight_id!r})")
+        self._specific.setdefault(weight_id, {}).update(checked)
 
     def hasSpecific(self, weight_id: str | None = None) -> bool:  # noqa: N802
         return bool(self._specific) if weight_id is None else weight_id in self._specific
@@ -174,6 +224,10 @@ class SGD(Optimizer):
                  clip_norm_settings: Any = (), accumulatorAndMomentum: Any = None):  # noqa: N803
         super().__init__(values)
         self.clip_norm_settings = list(clip_norm_settings or ())
+        if accumulatorAndMomentum is not None:
+            accumulatorAndMomentum = enum_argument(  # noqa: N806 - PopART's name
+                SGDAccumulatorAndMomentum, accumulatorAndMomentum, "SGD accumulatorAndMomentum")
+        self.accumulatorAndMomentum = accumulatorAndMomentum  # noqa: N815
 
     def _momentum(self, weight_id: str) -> bool:
         _, momentum = self.hyper(weight_id, "momentum")
@@ -221,8 +275,11 @@ class Adam(Optimizer):
                  accl2Type: Any = None, clip_norm_settings: Any = (),  # noqa: N803
                  scaled_optimizer_state: bool = False):
         super().__init__(values)
-        self.mode = mode
-        self.weight_decay_mode = weight_decay_mode
+        self.mode = enum_argument(AdamMode, mode, "Adam mode")
+        self.weight_decay_mode = enum_argument(WeightDecayMode, weight_decay_mode,
+                                               "Adam weight_decay_mode")
+        _check_accumulator_types("Adam", accumType=accumType, accl1Type=accl1Type,
+                                 accl2Type=accl2Type)
         self.clip_norm_settings = list(clip_norm_settings or ())
 
     def mode_key(self) -> Any:
@@ -285,9 +342,15 @@ class Adaptive(Optimizer):
                  accl2Type: Any = None, accl3Type: Any = None,  # noqa: N803
                  rmspropTFVariant: bool = False):  # noqa: N803
         super().__init__(values)
-        self.mode = mode
-        self.weight_decay_mode = weight_decay_mode
-        self.rmspropTFVariant = rmspropTFVariant  # noqa: N815
+        self.mode = enum_argument(AdaptiveMode, mode, "Adaptive mode")
+        self.weight_decay_mode = enum_argument(WeightDecayMode, weight_decay_mode,
+                                               "Adaptive weight_decay_mode")
+        _check_accumulator_types("Adaptive", accumType=accumType, accl1Type=accl1Type,
+                                 accl2Type=accl2Type, accl3Type=accl3Type)
+        if not _is_flag(rmspropTFVariant):
+            raise TypeError(f"Adaptive rmspropTFVariant must be a bool, got "
+                            f"{type(rmspropTFVariant).__name__} {rmspropTFVariant!r}.")
+        self.rmspropTFVariant = bool(rmspropTFVariant)  # noqa: N815
 
     def mode_key(self) -> Any:
         return (self.mode, self.weight_decay_mode, self.rmspropTFVariant)
@@ -339,6 +402,19 @@ class Adaptive(Optimizer):
         if self.weight_decay_mode is WeightDecayMode.Decay:
             delta = delta + hyper["learningRate"] * hyper["weightDecay"] * w
         var_updates.copy_var_update_(w, w - delta)
+
+
+def _check_accumulator_types(owner: str, **types: Any) -> None:
+    """The state types PopART takes: FLOAT, FLOAT16 or UNDEFINED (the weight's type).
+    ipuxl keeps the state in the weight's type; the argument is checked, not used."""
+    from ipuxl.popart.tensor_info import DataType, data_type_of
+
+    allowed = (DataType.FLOAT, DataType.FLOAT16, DataType.UNDEFINED)
+    for name, value in types.items():
+        if value is not None and data_type_of(value) not in allowed:
+            raise popart_exception(
+                f"{owner} {name} must be popart.DataType.FLOAT, FLOAT16 or UNDEFINED (the "
+                f"weight's type), got {value!r}.")
 
 
 def _pow(base: Any, exponent: Any) -> Any:

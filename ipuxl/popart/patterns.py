@@ -11,6 +11,8 @@ from __future__ import annotations
 from enum import Enum
 from typing import Any
 
+from ipuxl.popart.arguments import enum_argument
+
 __all__ = ["Patterns", "PatternsLevel"]
 
 
@@ -22,16 +24,21 @@ class PatternsLevel(Enum):
 
 
 class Patterns:
-    """``Patterns(level=PatternsLevel.Default)`` or ``Patterns(["PreUniRepl", ...])``."""
+    """``Patterns(level=PatternsLevel.Default)`` (or the level's name, ``"Default"``) or
+    ``Patterns(["PreUniRepl", ...])``."""
 
     def __init__(self, level_or_names: Any = PatternsLevel.Default):
         self._enabled: dict[str, bool] = {}
-        if isinstance(level_or_names, PatternsLevel):
-            self.level = level_or_names
-        else:
+        if isinstance(level_or_names, (PatternsLevel, str)):
+            self.level = enum_argument(PatternsLevel, level_or_names, "Patterns level")
+        elif isinstance(level_or_names, (list, tuple, set, frozenset)) and all(
+                isinstance(name, str) for name in level_or_names):
             self.level = PatternsLevel.NoPatterns
             for name in level_or_names:
-                self._enabled[str(name)] = True
+                self._enabled[name] = True
+        else:
+            raise TypeError(f"Patterns takes a popart.PatternsLevel or a list of pattern "
+                            f"names, got {type(level_or_names).__name__} {level_or_names!r}.")
         self.inplaceEnabled = self.level != PatternsLevel.NoPatterns  # noqa: N815
         self.updateInplacePrioritiesForIpu = True  # noqa: N815
 

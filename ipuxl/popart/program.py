@@ -20,12 +20,14 @@ values into what each anchor's return type asks for (:mod:`ipuxl.popart.dataflow
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from ipuxl.host_values import index_argument
 from ipuxl.onnx.importer import (
     Importer,
     check_model,
@@ -37,7 +39,14 @@ from ipuxl.onnx.importer import (
 from ipuxl.onnx.model_ir import initializer_arrays, is_weight
 from ipuxl.onnx.registry import dtype_of
 from ipuxl.popart.errors import popart_exception
-from ipuxl.popart.losses import IdentityLoss, L1Loss, Loss, NllLoss, ReductionType
+from ipuxl.popart.losses import (
+    IdentityLoss,
+    L1Loss,
+    Loss,
+    NllLoss,
+    ReductionType,
+    reduction_type,
+)
 from ipuxl.popart.names import reservedGradientPrefix
 
 __all__ = ["Program", "Plan", "build_program"]
@@ -73,12 +82,16 @@ class Program:
 
 
 def _plan(dataflow: Any, options: Any, training: bool) -> Plan:
+    """The batch structure, from the session options the PopART layer reads (each
+    checked here: counts are true integers, switches bools)."""
     replicas = 1
-    if options is not None and getattr(options, "enableReplicatedGraphs", False):
-        replicas = int(options.replicatedGraphCount)
+    if options is not None and _switch(options, "enableReplicatedGraphs"):
+        replicas = index_argument("replicatedGraphCount", options.replicatedGraphCount,
+                                  "SessionOptions")
     accumulation = 1
-    if options is not None and getattr(options, "enableGradientAccumulation", False):
-        accumulation = int(options.accumulationFactor)
+    if options is not None and _switch(options, "enableGradientAccumulation"):
+        accumulation = index_argument("accumulationFactor", options.accumulationFactor,
+                                      "SessionOptions")
         if not training and accumulation > 1:
             raise popart_exception(
                 "Gradient accumulation is enabled (accumulationFactor "
@@ -87,6 +100,14 @@ def _plan(dataflow: Any, options: Any, training: bool) -> Plan:
     if accumulation < 1 or replicas < 1:
         raise popart_exception("accumulationFactor and replicatedGraphCount must be >= 1.")
     return Plan(dataflow.batchesPerStep(), accumulation, replicas)
+
+
+def _switch(options: Any, name: str) -> bool:
+    value = getattr(options, name, False)
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"SessionOptions.{name} must be True or False, got "
+                        f"{type(value).__name__} {value!r}.")
+    return bool(value)
 
 
 def _input_specs(model: Any, shape_info: Any) -> dict[str, tuple[tuple[int, ...], Any]]:
@@ -110,7 +131,7 @@ def build_program(fn_model: Any, dataflow: Any, *, input_shape_info: Any = None,
     """Build the Ir of an inference (no ``optimizer``) or training session."""
     import ipuxl
 
-    model = load_model(fn_model)
+    model = _load_fn_model(fn_model)
     check_model(model)
     source = model_source(fn_model, model)
     training = optimizer is not None
@@ -134,6 +155,28 @@ def build_program(fn_model: Any, dataflow: Any, *, input_shape_info: Any = None,
         else:
             _build_inference(program, dataflow, arrays)
     return program
+
+
+def _load_fn_model(fn_model: Any) -> Any:
+    """The session's ``fnModel`` as an ``onnx.ModelProto``: its type and emptiness are
+    checked here, in PopART's words; what it holds, by :func:`ipuxl.onnx.importer.load_model`
+    (whose message this prefixes with ``fnModel:``)."""
+    import onnx
+
+    from ipuxl.onnx.importer import OnnxImportError
+
+    forms = ("Pass builder.getModelProto() (the serialized model), the path of an .onnx "
+             "file, or an onnx.ModelProto.")
+    if not isinstance(fn_model, (bytes, bytearray, str, os.PathLike, onnx.ModelProto)):
+        raise TypeError(f"fnModel must be the bytes of an ONNX model, a path or an "
+                        f"onnx.ModelProto, got {type(fn_model).__name__}. {forms}")
+    if isinstance(fn_model, (bytes, bytearray, str)) and not fn_model:
+        raise popart_exception(f"fnModel is empty ({fn_model!r}), so there is no model to "
+                               f"run. {forms}")
+    try:
+        return load_model(fn_model)
+    except OnnxImportError as error:
+        raise OnnxImportError(f"fnModel: {error}") from None
 
 
 # ---------------------------------------------------------------------------- inference
@@ -274,6 +317,14 @@ def _build_training(program: Program, dataflow: Any, arrays: dict[str, np.ndarra
             optimizer.update(made[name], grad, state, hyper_for(made, name))
 
     def micro(made: dict[str, Any], update: bool) -> None:
+        # The step is generated code, so it runs in the order it is written: the forward
+        # and backward calls read each weight before the update writes it. With a loss
+        # linear in a weight no data edge says so (its gradient does not depend on the
+        # weight), and the user cannot add `popxl.in_sequence()` to code they did not write.
+        with ipuxl.in_sequence():
+            micro_body(made, update)
+
+    def micro_body(made: dict[str, Any], update: bool) -> None:
         loaded = {name: ops.host_load(stream, name) for name, stream in program.inputs.items()}
         inputs_dict = {data_inputs[n]: loaded[n] for n in data_inputs}
         inputs_dict.update({weight_inputs[n]: made[n] for n in weight_inputs})
@@ -340,10 +391,17 @@ def _build_training(program: Program, dataflow: Any, arrays: dict[str, np.ndarra
 
 
 def _reduction_is_mean(options: Any) -> bool:
+    """``accumulationAndReplicationReductionType``: ``Sum`` (the default) or ``Mean``."""
     if options is None:
         return False
-    value = getattr(options, "accumulationAndReplicationReductionType", None)
-    return getattr(value, "name", str(value)).endswith("Mean")
+    value = getattr(options, "accumulationAndReplicationReductionType", "Sum")
+    what = "SessionOptions.accumulationAndReplicationReductionType"
+    reduction = reduction_type(value, what)
+    if reduction is ReductionType.NoReduction:
+        raise popart_exception(f"{what} must be ReductionType.Sum or ReductionType.Mean: the "
+                               "gradients of the micro-batches and replicas are combined "
+                               "into one update, so they must be reduced.")
+    return reduction is ReductionType.Mean
 
 
 def _seed_era_losses(env: dict[str, Any], losses: Sequence[Loss]) -> Any:

@@ -16,6 +16,12 @@ The host keeps its own copy of the weights, as PopART does: ``weightsToHost()`` 
 the device's weights into it, ``readWeights``/``writeWeights`` read and write it,
 ``weightsFromHost()`` copies it to the device, and ``modelToHost(path)`` saves the model
 with the device's weights.
+
+Host values cross with PopXL's rules: input data and written weights are converted to the
+tensor's dtype with :func:`ipuxl.host_values.cast` (a value that would change is
+refused), and the arrays the session writes into (anchors, ``readWeights`` targets) must
+have exactly the tensor's dtype and number of elements and be writeable; they are all
+checked before the step runs.
 """
 
 from __future__ import annotations
@@ -27,6 +33,8 @@ from typing import Any
 
 import numpy as np
 
+from ipuxl.host_values import cast
+from ipuxl.popart.arguments import output_array
 from ipuxl.popart.dataflow import AnchorReturnTypeId, DataFlow
 from ipuxl.popart.errors import popart_exception
 from ipuxl.popart.program import Program, build_program
@@ -144,6 +152,8 @@ class _Session:
                 feed = {self._program.inputs[n]: self._gather_callback(stepio, n)
                         for n in self._program.inputs}
             elif isinstance(stepio, PyStepIO):
+                for anchor in self._program.anchors:
+                    self._anchor_array(stepio, anchor)
                 feed = {stream: self._input_array(stepio, name)
                         for name, stream in self._program.inputs.items()}
             else:
@@ -175,7 +185,7 @@ class _Session:
                 f"No input data for tensor {name!r} in the PyStepIO: give every model input "
                 f"({sorted(self._program.inputs)}).")
         _, dtype = self._program.infos[name]
-        array = np.asarray(stepio.inputs[name])
+        array = stepio.inputs[name]
         layout = self._micro_layout(name)
         expected = int(np.prod(layout))
         if array.size != expected:
@@ -186,22 +196,22 @@ class _Session:
                 f"{plan.batches_per_step}, accumulationFactor={plan.accumulation}, "
                 f"replicationFactor={plan.replicas}, *{list(layout[2:])}] with the "
                 "dimensions of size 1 left out.")
-        target = dtype.as_numpy()
-        if array.dtype != target:
-            converted = array.astype(target)
-            if not np.array_equal(converted.astype(array.dtype), array, equal_nan=True):
-                raise popart_exception(
-                    f"Input {name!r} is {array.dtype} but the model's tensor is {target}, and "
-                    "its values do not fit: convert the data first.")
-            array = converted
+        array = cast(array, dtype.as_numpy(), f"PyStepIO input {name!r}",
+                     f"The model's tensor is {dtype.as_numpy()}: convert the data first.")
         return self._session_layout(np.ascontiguousarray(array), name)
 
     def _gather_callback(self, stepio: PyStepIOCallback, name: str) -> np.ndarray:
         nht, replicas, *shape = self._micro_layout(name)
         _, dtype = self._program.infos[name]
         slots = []
+        what = f"input_callback({name!r}, False)"
         for _ in range(nht * replicas):
-            data = np.asarray(stepio.input_callback(name, False), dtype.as_numpy())
+            data = stepio.input_callback(name, False)
+            if data is None:
+                raise TypeError(f"{what} returned None: return a numpy array of one "
+                                f"micro-batch ({shape}).")
+            data = cast(np.asarray(data), dtype.as_numpy(), what,
+                        f"The model's tensor is {dtype.as_numpy()}: convert the data first.")
             if data.size != int(np.prod(shape)):
                 raise popart_exception(f"input_callback for {name!r} returned "
                                        f"{list(data.shape)}, expected {shape}.")
@@ -222,17 +232,20 @@ class _Session:
             data = data.sum(axis=(0, 1), dtype=data.dtype)
         return data.reshape(self._anchor_shape(anchor))
 
-    def _write_anchor(self, stepio: PyStepIO, anchor: str, value: np.ndarray) -> None:
+    def _anchor_array(self, stepio: PyStepIO, anchor: str) -> np.ndarray:
+        """The user's array for ``anchor``, checked before the run writes it."""
         if anchor not in stepio.outputs:
             raise popart_exception(
                 f"No output array for anchor {anchor!r} in the PyStepIO: use "
                 "session.initAnchorArrays() to make them.")
-        target = stepio.outputs[anchor]
-        if not isinstance(target, np.ndarray) or target.size != value.size:
-            raise popart_exception(
-                f"The array for anchor {anchor!r} has shape {np.shape(target)}; the anchor "
-                f"returns {list(value.shape)}. Use session.initAnchorArrays().")
-        target.reshape(-1)[...] = value.reshape(-1)
+        return output_array(stepio.outputs[anchor], f"The array of anchor {anchor!r}",
+                            self._program.infos[anchor][1].as_numpy(),
+                            self._anchor_shape(anchor),
+                            "Use session.initAnchorArrays() to make the anchor arrays.")
+
+    def _write_anchor(self, stepio: PyStepIO, anchor: str, value: np.ndarray) -> None:
+        target = self._anchor_array(stepio, anchor)
+        target[...] = value.reshape(target.shape)  # any strides: the user's memory
 
     def _scatter_callback(self, stepio: PyStepIOCallback, anchor: str,
                           value: np.ndarray) -> None:
@@ -241,8 +254,12 @@ class _Session:
         pieces = [value] if art.id() in (AnchorReturnTypeId.Final, AnchorReturnTypeId.Sum) \
             else list(value.reshape(-1, *shape))
         for piece in pieces:
-            target = stepio.output_callback(anchor)
-            np.asarray(target).reshape(-1)[...] = np.asarray(piece).reshape(-1)
+            target = output_array(stepio.output_callback(anchor),
+                                  f"The array output_callback({anchor!r}) returned",
+                                  value.dtype, piece.shape,
+                                  "Return a writeable numpy array of the anchor's dtype and "
+                                  "shape.")
+            target[...] = np.asarray(piece).reshape(target.shape)
             stepio.output_complete_callback(anchor)
 
     # ---------------------------------------------------------------- weights
@@ -263,10 +280,17 @@ class _Session:
 
     def readWeights(self, weightsIo: PyWeightsIO) -> None:  # noqa: N802, N803
         """Copy the host's weights (and optimizer state) into ``weightsIo``'s arrays."""
+        if not isinstance(weightsIo, PyWeightsIO):
+            raise TypeError(f"readWeights takes a popart.PyWeightsIO, got "
+                            f"{type(weightsIo).__name__}.")
         with self._lock:
-            for name, target in weightsIo.weights.items():
-                value = self._host_value(name)
-                np.asarray(target).reshape(-1)[...] = np.asarray(value).reshape(-1)
+            values = {name: np.asarray(self._host_value(name)) for name in weightsIo.weights}
+            targets = {name: output_array(
+                weightsIo.weights[name], f"readWeights: the array of {name!r}", value.dtype,
+                value.shape, f"Pass np.zeros({list(value.shape)}, np.{value.dtype}).")
+                for name, value in values.items()}
+            for name, target in targets.items():
+                target[...] = values[name].reshape(target.shape)
 
     def _host_value(self, name: str) -> np.ndarray:
         if name in self._host_weights:
@@ -279,19 +303,25 @@ class _Session:
 
     def writeWeights(self, weightsIo: PyWeightsIO) -> None:  # noqa: N802, N803
         """Set the host's weights from ``weightsIo`` (``weightsFromHost`` uploads them)."""
+        if not isinstance(weightsIo, PyWeightsIO):
+            raise TypeError(f"writeWeights takes a popart.PyWeightsIO, got "
+                            f"{type(weightsIo).__name__}.")
         with self._lock:
+            new = {}
             for name, value in weightsIo.weights.items():
                 if name not in self._host_weights:
                     raise popart_exception(
                         f"writeWeights: {name!r} is not a weight of the model (weights: "
                         f"{sorted(self._host_weights)}).")
                 current = self._host_weights[name]
-                array = np.asarray(value, current.dtype)
+                array = cast(np.asarray(value), current.dtype, f"writeWeights {name!r}",
+                             f"The weight is {current.dtype}: convert the data first.")
                 if array.size != current.size:
                     raise popart_exception(
                         f"writeWeights: {name!r} has {current.size} elements "
                         f"{list(current.shape)}, got {array.size}.")
-                self._host_weights[name] = array.reshape(current.shape).copy()
+                new[name] = array.reshape(current.shape).copy()
+            self._host_weights.update(new)
 
     def modelToHost(self, fn: str) -> None:  # noqa: N802
         """Save the model with the device's current weights to ``fn``."""

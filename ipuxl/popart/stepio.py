@@ -6,6 +6,12 @@ array ``run`` fills (``session.initAnchorArrays()`` makes them). ``PyStepIOCallb
 asks for each micro-batch's input and hands over each output through four callbacks,
 as PopART's does. ``PyWeightsIO`` names the host arrays ``readWeights``/``writeWeights``
 copy weights into and out of.
+
+The values are checked where they enter: input data must be numbers (None, strings and
+objects are refused here; the session converts them to the tensor's dtype with the PopXL
+rule, :func:`ipuxl.host_values.cast`), and the arrays PopART writes into (anchors,
+``readWeights`` targets) must be writeable NumPy arrays (their dtype and size are
+checked against the model before a run; see :func:`ipuxl.popart.arguments.output_array`).
 """
 
 from __future__ import annotations
@@ -14,6 +20,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
+
+from ipuxl.host_values import check_numbers
+from ipuxl.popart.errors import popart_exception
 
 __all__ = ["PyStepIO", "PyStepIOCallback", "PyWeightsIO", "StepIOBase"]
 
@@ -40,7 +49,12 @@ class PyStepIO(StepIOBase):
         if not isinstance(inputs, Mapping) or not isinstance(outputs, Mapping):
             raise TypeError("PyStepIO(inputs, outputs) takes two dicts keyed by tensor id: "
                             "the input arrays and the anchor arrays (initAnchorArrays()).")
-        self.inputs = dict(inputs)
+        self.inputs = {name: _input_data(name, value, "PyStepIO input")
+                       for name, value in inputs.items()}
+        for name, array in outputs.items():
+            _check_id(name, "PyStepIO anchor")
+            _check_writeable(array, f"PyStepIO: the array of anchor {name!r}",
+                             "Use session.initAnchorArrays() to make the anchor arrays.")
         self.outputs = dict(outputs)
 
 
@@ -60,6 +74,14 @@ class PyStepIOCallback(StepIOBase):
                  output_callback: Callable[[str], np.ndarray],
                  output_complete_callback: Callable[[str], None]):
         super().__init__()
+        callbacks = {"input_callback": input_callback,
+                     "input_complete_callback": input_complete_callback,
+                     "output_callback": output_callback,
+                     "output_complete_callback": output_complete_callback}
+        for name, callback in callbacks.items():
+            if not callable(callback):
+                raise TypeError(f"PyStepIOCallback: {name} must be callable, got "
+                                f"{type(callback).__name__}. Pass a function.")
         self.input_callback = input_callback
         self.input_complete_callback = input_complete_callback
         self.output_callback = output_callback
@@ -73,7 +95,38 @@ class PyWeightsIO:
     def __init__(self, weights: Mapping[str, np.ndarray]):
         if not isinstance(weights, Mapping):
             raise TypeError("PyWeightsIO takes a dict {weight id: numpy array}.")
+        for name, value in weights.items():
+            _input_data(name, value, "PyWeightsIO weight")
         self.weights = dict(weights)
 
     def contains(self, tensor_id: str) -> bool:
         return tensor_id in self.weights
+
+
+def _check_id(name: Any, what: str) -> None:
+    if not isinstance(name, str):
+        raise TypeError(f"{what} ids are strings (the ids the Builder returns), got "
+                        f"{type(name).__name__} {name!r}.")
+
+
+def _input_data(name: Any, value: Any, what: str) -> Any:
+    """``value`` as an array of numbers (a NumPy array stays the same object)."""
+    _check_id(name, what)
+    if value is None:
+        raise TypeError(f"{what} {name!r} is None: pass a numpy array of the tensor's data.")
+    try:
+        array = value if isinstance(value, np.ndarray) else np.asarray(value)
+    except ValueError as error:  # ragged nested lists
+        raise TypeError(f"{what} {name!r} is not an array: {error}. Pass a numpy array of "
+                        "the tensor's data.") from None
+    check_numbers(array, f"{what} {name!r}")
+    return array
+
+
+def _check_writeable(array: Any, what: str, fix: str) -> None:
+    if not isinstance(array, np.ndarray):
+        raise popart_exception(f"{what} must be a numpy array (PopART writes into it), got "
+                               f"{type(array).__name__}. {fix}")
+    if not array.flags.writeable:
+        raise popart_exception(f"{what} is read-only, and PopART writes the result into "
+                               f"it. Pass a writeable array. {fix}")

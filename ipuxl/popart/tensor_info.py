@@ -22,7 +22,10 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["DataType", "TensorInfo", "InputShapeInfo", "data_type_of"]
+from ipuxl.host_values import index_arguments
+from ipuxl.popart.errors import popart_exception
+
+__all__ = ["DataType", "TensorInfo", "InputShapeInfo", "data_type_of", "shape_argument"]
 
 
 class DataType(IntEnum):
@@ -82,7 +85,11 @@ def data_type_of(value: Any) -> DataType:
     """
     if isinstance(value, DataType):
         return value
+    known = ", ".join(repr(n) for n in DataType.__members__ if n != "UNDEFINED")
     if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        if int(value) not in {t.value for t in DataType}:
+            raise ValueError(f"{int(value)} is not a PopART data type number (ONNX "
+                             f"TensorProto element type); use one of {known} or its number.")
         return DataType(int(value))
     if isinstance(value, str):
         upper = value.upper()
@@ -93,8 +100,9 @@ def data_type_of(value: Any) -> DataType:
         for data_type, lcase in _LCASE.items():
             if lcase == value.lower():
                 return data_type
-        known = ", ".join(repr(n) for n in DataType.__members__ if n != "UNDEFINED")
         raise ValueError(f"{value!r} is not a PopART data type: use one of {known}.")
+    if value is None or isinstance(value, (bool, np.bool_)):  # np.dtype(None) is float64
+        raise TypeError(f"Expected a data type name such as 'FLOAT', got {value!r}.")
     try:
         dtype = np.dtype(value)
     except TypeError:
@@ -105,11 +113,14 @@ def data_type_of(value: Any) -> DataType:
 
 class TensorInfo:
     """A data type and a shape: ``TensorInfo("FLOAT", [1, 2])`` or
-    ``TensorInfo(DataType.FLOAT, [1, 2])``."""
+    ``TensorInfo(DataType.FLOAT, [1, 2])``.
+
+    The shape is true integers ``>= 0`` (``[2.5]`` and ``[2.0]`` are refused, not
+    truncated; see :func:`shape_argument`); the type is a known name or number."""
 
     def __init__(self, dataType: Any, shape: Iterable[int] = ()):  # noqa: N803 - PopART's
         self._data_type = data_type_of(dataType)
-        self._shape = [int(d) for d in shape]
+        self._shape = shape_argument(shape, "TensorInfo")
 
     def dataType(self) -> DataType:  # noqa: N802 - PopART's name
         return self._data_type
@@ -151,6 +162,23 @@ class TensorInfo:
         return f"({self.data_type()},[{','.join(str(d) for d in self._shape)}])"
 
 
+def shape_argument(shape: Any, where: str) -> list[int]:
+    """A tensor shape: a sequence of true integers (``2.0`` is refused), each ``>= 0``.
+
+    Raises:
+        TypeError: the shape is not a sequence of integers.
+        popart_exception: a dimension is negative.
+    """
+    dims = list(index_arguments("shape", shape, where))
+    negative = [d for d in dims if d < 0]
+    if negative:
+        raise popart_exception(
+            f"{where}: shape {dims} has the negative dimension {negative[0]}; dimensions "
+            "are sizes (>= 0). Give every dimension's size (a symbolic ONNX dimension is "
+            "set with popart.InputShapeInfo).")
+    return dims
+
+
 class InputShapeInfo:
     """``TensorInfo`` by tensor id, for inputs whose shapes the model leaves open."""
 
@@ -158,6 +186,9 @@ class InputShapeInfo:
         self._infos: dict[str, TensorInfo] = {}
 
     def add(self, id: str, info: TensorInfo) -> None:  # noqa: A002 - PopART's name
+        if not isinstance(id, str):
+            raise TypeError(f"InputShapeInfo.add: tensor ids are strings, got "
+                            f"{type(id).__name__} {id!r}.")
         if not isinstance(info, TensorInfo):
             raise TypeError(f"InputShapeInfo.add takes a popart.TensorInfo, got "
                             f"{type(info).__name__}.")
