@@ -5,11 +5,13 @@
 * ``onnx MODEL.onnx [--shape NAME=D0,D1,...] [--device cpu|ipu_model] [--tiles N]``:
   import an ONNX model, print its Ir and the IPU model's memory summary, and run it once
   on random inputs (see :mod:`ipuxl.onnx.cli`; exit status 2 when it cannot be imported);
-* ``report SCRIPT [ARGS] [--out DIR] [--tiles N]``: run it on the IPU model (every
-  Session becomes an ``"ipu_model"`` one, and one that does not fit still runs) and write,
-  for each Session it builds, ``report.json``, ``summary.txt``, ``memory.html``,
-  ``liveness.html``, ``memory.csv`` and ``trace.json`` (Perfetto) into ``DIR/session_<k>``
-  (default ``DIR``: ``ipuxl_report``);
+* ``report SCRIPT [ARGS] [--out DIR] [--tiles N] [-- SCRIPT_ARGS]``: run it on the IPU
+  model (every Session becomes an ``"ipu_model"`` one, and one that does not fit still
+  runs) and write, for each Session it builds, ``report.json``, ``summary.txt``,
+  ``memory.html``, ``liveness.html``, ``memory.csv`` and ``trace.json`` (Perfetto) into
+  ``DIR/session_<k>`` (default ``DIR``: ``ipuxl_report``). ``--out`` and ``--tiles`` are
+  the command's wherever they stand, before or after the script; every word after
+  ``--`` goes to the script as it is (the way to give a script its own ``--out``);
 * ``inspect PACKAGE [--json] [--stablehlo]``: print what a saved package holds (its
   versions, program flow and anchors; see :mod:`ipuxl.runtime.dump`; exit status 2 when
   the file is not a readable package).
@@ -50,9 +52,11 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("script", help="the script to run")
     run.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
     report = commands.add_parser(
-        "report", help="run a PopXL script on the IPU model and write its reports")
-    report.add_argument("--out", default="ipuxl_report", help="folder for the reports")
-    report.add_argument("--tiles", type=int, default=None,
+        "report", help="run a PopXL script on the IPU model and write its reports",
+        usage=REPORT_USAGE, description=REPORT_DESCRIPTION)
+    report.add_argument("--out", default=DEFAULT_OUT, metavar="DIR",
+                        help=f"folder for the reports (default: {DEFAULT_OUT})")
+    report.add_argument("--tiles", default=None, metavar="N",
                         help="tiles per IPU (default: the full chip)")
     report.add_argument("script", help="the script to run")
     report.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
@@ -67,7 +71,11 @@ def main(argv: list[str] | None = None) -> int:
     inspect = commands.add_parser("inspect", help="print what a saved package holds",
                                   description=dump.DESCRIPTION)
     dump.add_arguments(inspect)
-    options = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["report"]:
+        options = _report_options(report, argv[1:])
+    else:
+        options = parser.parse_args(argv)
     if options.command == "onnx":
         return onnx_cli.run(options, onnx)
     if options.command == "inspect":
@@ -78,6 +86,76 @@ def main(argv: list[str] | None = None) -> int:
         return _report(options)
     _run_script(options.script, options.args)
     return 0
+
+
+DEFAULT_OUT = "ipuxl_report"
+REPORT_USAGE = ("python -m ipuxl report [--out DIR] [--tiles N] SCRIPT [ARGS ...] "
+                "[--out DIR] [--tiles N] [-- SCRIPT_ARGS ...]")
+REPORT_DESCRIPTION = (
+    "Run SCRIPT with every Session on the IPU model and write each Session's reports into "
+    "DIR/session_<k>. --out and --tiles are this command's, before or after SCRIPT; the "
+    "other words are the script's, and so is every word after `--` (use it to pass the "
+    "script an --out or --tiles of its own).")
+_REPORT_OPTIONS = ("--out", "--tiles")
+
+
+def _report_options(parser: argparse.ArgumentParser, words: list[str]) -> argparse.Namespace:
+    """``report``'s command line: its own ``--out``/``--tiles`` wherever they stand
+    before ``--`` (``--out DIR`` or ``--out=DIR``); the first other word is the script,
+    the rest and everything after ``--`` are the script's arguments.
+
+    argparse cannot parse this form itself: it gives the options after the script to the
+    script, and drops the ``--`` that says where the script's own options begin.
+    """
+    head, tail = words, []
+    if "--" in words:
+        split = words.index("--")
+        head, tail = words[:split], words[split + 1:]
+    if "-h" in head or "--help" in head:
+        parser.print_help()
+        parser.exit()
+    given: dict[str, str] = {}
+    positional: list[str] = []
+    index = 0
+    while index < len(head):
+        name, equals, value = head[index].partition("=")
+        index += 1
+        if name not in _REPORT_OPTIONS:
+            positional.append(head[index - 1])
+            continue
+        if not equals:
+            if index == len(head):
+                parser.error(f"argument {name}: expected one argument")
+            value = head[index]
+            index += 1
+        if name in given:
+            parser.error(f"argument {name} is given twice ({given[name]!r} and {value!r}); "
+                         "give it once. A script's own options go after `--`.")
+        given[name] = value
+    positional.extend(tail)
+    if not positional:
+        parser.error("the following arguments are required: script")
+    return argparse.Namespace(command="report", script=positional[0], args=positional[1:],
+                              out=_out_folder(parser, given.get("--out", DEFAULT_OUT)),
+                              tiles=_tiles(parser, given.get("--tiles")))
+
+
+def _out_folder(parser: argparse.ArgumentParser, out: str) -> str:
+    if os.path.exists(out) and not os.path.isdir(out):
+        parser.error(f"argument --out: {out!r} is a file; the reports go in a folder. Give a "
+                     "folder that does not exist yet or is one.")
+    return out
+
+
+def _tiles(parser: argparse.ArgumentParser, tiles: str | None) -> int | None:
+    if tiles is None:
+        return None
+    from ipuxl.sim.target import PRESETS, integer_option
+
+    try:
+        return integer_option("--tiles", tiles, 1, PRESETS["ipu2"].tilesPerIPU)
+    except ValueError as error:
+        parser.error(f"argument {error}")
 
 
 def _run_script(script: str, args: list[str]) -> None:

@@ -14,7 +14,10 @@ from typing import Any
 
 import jax
 
-__all__ = ["devices_needed", "select_device", "check_host_memory"]
+__all__ = ["devices_needed", "select_device", "check_host_memory", "OFFLINE_DEVICE_ENV"]
+
+# PopXL's variable: when set, its value replaces every Session's device_desc.
+OFFLINE_DEVICE_ENV = "POPXL_OFFLINE_DEVICE"
 
 
 def devices_needed(ir: Any) -> int:
@@ -28,7 +31,8 @@ def select_device(device_desc: str, needed: int) -> jax.Device:
     """The JAX device for ``device_desc`` (PopXL's device strings and errors).
 
     Raises:
-        ValueError: ``"cpu"`` with more than one device needed, or an unknown string.
+        ValueError: ``"cpu"`` with more than one device needed, or an unknown string (the
+            message says when it came from ``POPXL_OFFLINE_DEVICE``).
         RuntimeError: ``"ipu_hw"``.
     """
     if device_desc == "cpu":
@@ -46,9 +50,15 @@ def select_device(device_desc: str, needed: int) -> jax.Device:
             "Use device_desc='ipu_model' (the simulated IPU, on JAX's default device) or "
             "'cpu'."
         )
+    source = ""
+    if os.environ.get(OFFLINE_DEVICE_ENV) == device_desc:
+        source = (f" (from the environment variable {OFFLINE_DEVICE_ENV}, which replaces "
+                  "device_desc: set it to one of these, or unset it)")
     raise ValueError(
         f"Incorrect device type provided: {device_desc}, must be one of: `ipu_hw`, "
-        "`ipu_model`, `cpu`"
+        f"`ipu_model`, `cpu`{source}. To model another chip, give the Session a device from "
+        "popart.DeviceManager().createIpuModelDevice({'ipuVersion': ...}), or call "
+        "ipuxl.sim.estimate(ir, 'ipu1')."
     )
 
 

@@ -199,12 +199,13 @@ class SessionOptions:
     # ----------------------------------------------------------------- what ipuxl honours
     def _allow_out_of_memory(self) -> bool | str | None:
         """``engineOptions["debug.allowOutOfMemory"]`` as a Session argument, or None."""
-        value = (self.engineOptions or {}).get("debug.allowOutOfMemory")
-        if value is None:
+        options = self.engineOptions or {}
+        if "debug.allowOutOfMemory" not in options:
             return None
-        if value == "run":
-            return "run"
-        return value is True or str(value).lower() == "true"
+        value = options["debug.allowOutOfMemory"]
+        from ipuxl.sim.oom import engine_allow_oom
+
+        return engine_allow_oom(value, "SessionOptions.engineOptions")
 
     def _cache_directory(self) -> str | None:
         """Where to cache compilations: ``cachePath`` when engine caching is on."""

@@ -171,9 +171,30 @@ def _binary(name: str, lower: Callable, infer: Callable, doc: str, inplace: bool
     return op, op_
 
 
-def _c_div(x: jax.Array, y: jax.Array) -> jax.Array:
-    # lax.div truncates integer division toward zero, as C does.
-    return lax.div(x, y)
+def c_div(x: jax.Array, y: jax.Array) -> jax.Array:
+    """``x / y``; integer division truncates toward zero, as C does (``lax.div``).
+
+    An integer zero divisor gives -1 (all bits set), the value XLA gives at run time, but
+    the division never sees the zero: XLA folds constant divisions on the host, where an
+    integer division by zero kills the process (SIGFPE).
+    """
+    if not jnp.issubdtype(x.dtype, jnp.integer):
+        return lax.div(x, y)
+    zero = y == 0
+    quotient = lax.div(x, jnp.where(zero, jnp.ones_like(y), y))
+    return jnp.where(zero, ~jnp.zeros_like(quotient), quotient)
+
+
+def c_rem(x: jax.Array, y: jax.Array) -> jax.Array:
+    """C ``fmod``: the remainder has the sign of ``x`` (``lax.rem``).
+
+    An integer zero divisor gives ``x``, as XLA does at run time, without dividing by
+    zero (see :func:`c_div`).
+    """
+    if not jnp.issubdtype(x.dtype, jnp.integer):
+        return lax.rem(x, y)
+    zero = y == 0
+    return jnp.where(zero, x, lax.rem(x, jnp.where(zero, jnp.ones_like(y), y)))
 
 
 def _mul_rule(lhs: Tensor, rhs: Tensor, **attrs: Any) -> list[TensorSpec]:
@@ -194,9 +215,9 @@ def _mul(x: jax.Array, y: jax.Array) -> jax.Array:
 add, add_ = _binary("add", jnp.add, binary_same_dtype("add"), "lhs + rhs.", inplace=True)
 sub, _ = _binary("sub", jnp.subtract, binary_same_dtype("sub"), "lhs - rhs.")
 mul, _ = _binary("mul", _mul, _mul_rule, "lhs * rhs.")
-div, _ = _binary("div", _c_div, binary_same_dtype("div"),
+div, _ = _binary("div", c_div, binary_same_dtype("div"),
                  "lhs / rhs; integer division truncates toward zero.")
-fmod, _ = _binary("fmod", lax.rem, binary_same_dtype("fmod"),
+fmod, _ = _binary("fmod", c_rem, binary_same_dtype("fmod"),
                   "C fmod: the remainder has the sign of lhs.")
 _pow_op, _ = _binary("pow", jnp.power, binary_same_dtype("pow"), "lhs ** rhs.")
 equal, _ = _binary("equal", jnp.equal, binary_bool_output("equal"), "lhs == rhs (bool).")
@@ -365,7 +386,7 @@ def scaled_add_(X: Tensor, Y: Tensor, a: float | Tensor = 1.0, b: float | Tensor
 
 
 def _increment_mod(x: jax.Array, *, increment: float, modulus: float) -> jax.Array:
-    return lax.rem(x + jnp.asarray(increment, x.dtype), jnp.asarray(modulus, x.dtype))
+    return c_rem(x + jnp.asarray(increment, x.dtype), jnp.asarray(modulus, x.dtype))
 
 
 def _increment_mod_rule(t: Tensor, *, increment: float, modulus: float) -> list[TensorSpec]:

@@ -9,7 +9,8 @@ Numerics still come from XLA; this package walks the same IR a second time
 * :mod:`~ipuxl.sim.op_costs`: each op's outputs, temporaries and cycles;
 * :mod:`~ipuxl.sim.walk`: liveness, per-tile memory and cycles over the schedule;
 * :mod:`~ipuxl.sim.report`: the :class:`Report` (summary, JSON), :mod:`~ipuxl.sim.export`
-  its plots, CSV and Perfetto trace; :mod:`~ipuxl.sim.device`: device descriptions.
+  its plots, CSV and Perfetto trace; :mod:`~ipuxl.sim.device`: device descriptions;
+* :mod:`~ipuxl.sim.division`: the warning for an integer division by a constant zero.
 
 Example:
     >>> import numpy as np, ipuxl as popxl, ipuxl.ops as ops, ipuxl.sim
@@ -30,6 +31,7 @@ import math
 from typing import Any
 
 from ipuxl.sim.device import IpuModelDevice, target_of
+from ipuxl.sim.division import division_note, zero_divisions
 from ipuxl.sim.report import Report
 from ipuxl.sim.target import PRESETS, Target, target_for
 from ipuxl.sim.walk import Walker
@@ -50,14 +52,28 @@ def estimate(ir: Any, device: Any = "ipu_model") -> Report:
     """The IPU model's estimate for ``ir`` without building a Session.
 
     Args:
-        ir: the program.
-        device: ``"ipu_model"`` (the full chip, or ``IPUXL_IPU_MODEL_TILES`` tiles), an
+        ir: the program (a ``popxl.Ir``).
+        device: ``"ipu_model"`` (the full GC200, or ``IPUXL_IPU_MODEL_TILES`` tiles), a
+            chip name (``"ipu1"``: the 1216-tile GC2; ``"ipu2"``, ``"bow"``, ``"c600"``
+            and the aliases in :func:`~ipuxl.sim.target.known_targets`), an
             :class:`IpuModelDevice` from ``popart.DeviceManager().createIpuModelDevice``,
             or a :class:`Target`.
 
     Returns:
         The :class:`Report`. It does not raise on out-of-memory: check ``report.fits``.
+
+    Raises:
+        TypeError: ``ir`` is not an Ir, or ``device`` is none of the above.
+        ValueError: an unknown chip name (the message lists the known ones).
     """
+    from ipuxl.ir import Ir
+
+    if not isinstance(ir, Ir):
+        raise TypeError(
+            f"ipuxl.sim.estimate takes an Ir as its first argument; got "
+            f"{type(ir).__name__}: {ir!r}. Build the program in a `popxl.Ir()` and pass "
+            "that (for a Session, `session.report` is the same estimate)."
+        )
     target = device if isinstance(device, Target) else target_of(device, ir)
     replicas = int(getattr(ir, "replication_factor", 1))
     walker = Walker(ir, target, replicas)
@@ -76,6 +92,10 @@ def estimate(ir: Any, device: Any = "ipu_model") -> Report:
         if "remote" not in _warned:
             _warned.add("remote")
             _LOGGER.warning(REMOTE_NOTE)
+    dividing = zero_divisions(ir)
+    if dividing:  # once per estimate, so once per Session
+        warnings.append(division_note(dividing))
+        _LOGGER.warning("%s", warnings[-1])
     report = Report(walker, main, replicas=replicas, warnings=tuple(warnings))
     if _LOGGER.isEnabledFor(logging.INFO):  # the summary is not free: only when shown
         _LOGGER.info("%s", report.summary())

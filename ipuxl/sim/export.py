@@ -67,7 +67,7 @@ def _category_table(report: Report) -> tuple[list[str], np.ndarray]:
 
 def to_csv(report: Report, path: str | os.PathLike) -> str:
     """Write ``ipu,tile,category,bytes``, one row per nonzero category of each tile."""
-    path = os.fspath(path)
+    path = output_file(path, "to_csv", "memory.csv")
     names, table = _category_table(report)
     per_ipu = report.target.tilesPerIPU
     with open(path, "w", newline="") as f:
@@ -149,7 +149,7 @@ def to_perfetto(report: Report, path: str | os.PathLike) -> str:
     repeat or conditional is one span holding its first callee's steps (one iteration),
     nested up to ``MAX_DEPTH`` graphs deep while the trace holds fewer than
     ``MAX_EVENTS`` events."""
-    path = os.fspath(path)
+    path = output_file(path, "to_perfetto", "trace.json")
     trace = _Trace(report)
     trace.add_steps(report.steps, 0, 0)
     doc = {"traceEvents": _metadata(report.target.numIPUs) + trace.events,
@@ -394,23 +394,74 @@ def _draw_liveness(report: Report, path: str) -> None:
 def plot_memory(report: Report, path: str | os.PathLike) -> str:
     """Per-tile memory stacked by category with the capacity line: ``.html`` as inline SVG,
     other suffixes with matplotlib."""
+    path = output_file(path, "plot_memory", "memory.html", plot=True)
     return _plot(report, path, "Per-tile memory (est.)", memory_svg, _draw_memory)
 
 
 def plot_liveness(report: Report, path: str | os.PathLike) -> str:
     """Always-live and not-always-live bytes per step, peak marked: ``.html`` as inline
     SVG, other suffixes with matplotlib."""
+    path = output_file(path, "plot_liveness", "liveness.html", plot=True)
     return _plot(report, path, "Liveness (est.)", liveness_svg, _draw_liveness)
 
 
-def _plot(report: Report, path: str | os.PathLike, title: str,
+def _plot(report: Report, path: str, title: str,
           svg: Callable[[Report], str], draw: Callable[[Report, str], None]) -> str:
-    path = os.fspath(path)
     if path.lower().endswith((".html", ".htm")):
         with open(path, "w", encoding="utf-8") as f:
             f.write(_page(title, svg(report)))
     else:
         draw(report, path)
+    return path
+
+
+def output_file(path: Any, writer: str, example: str, *, plot: bool = False) -> str:
+    """``path`` as a str, checked before anything is written: one rule for every writer.
+
+    A writer makes one file, so ``path`` must be a path (str or ``os.PathLike``) that is
+    not a directory, in a folder that exists and can be written; a plot's name must end
+    in a file type (``.html``, or an image type matplotlib draws).
+
+    Args:
+        path: what the caller gave.
+        writer: the Report method, for the message (``"plot_memory"``).
+        example: a file name to suggest (``"memory.html"``).
+        plot: check the file type too.
+
+    Raises:
+        TypeError: not a path. IsADirectoryError: a directory. FileNotFoundError,
+        NotADirectoryError: its folder is missing, or is a file. PermissionError: the
+        folder or file cannot be written. ValueError: a plot name without a file type.
+    """
+    what = f"Report.{writer}"
+    if isinstance(path, os.PathLike):
+        path = os.fspath(path)
+    if isinstance(path, bytes):
+        path = os.fsdecode(path)
+    if not isinstance(path, str) or not path:
+        raise TypeError(f"{what} takes a file path (a str or pathlib.Path), for example "
+                        f"{example!r}; got {type(path).__name__}: {path!r}.")
+    if os.path.isdir(path):
+        raise IsADirectoryError(
+            f"{what} writes one file, but {path!r} is a directory. Give a file name in it, "
+            f"for example {os.path.join(path, example)!r}.")
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        raise NotADirectoryError(
+            f"{what} cannot write {path!r}: {folder!r} is a file, not a folder. Give a path "
+            f"in a folder, for example {example!r}.")
+    if not os.path.isdir(folder):
+        raise FileNotFoundError(
+            f"{what} cannot write {path!r}: the folder {folder!r} does not exist. Create it "
+            f"first (os.makedirs({folder!r}, exist_ok=True)) or write elsewhere.")
+    if not os.access(folder, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+        raise PermissionError(
+            f"{what} cannot write {path!r}: no write permission there. Write to a folder "
+            "you own, for example the current directory.")
+    if plot and not os.path.splitext(path)[1]:
+        raise ValueError(
+            f"{what}: {path!r} has no file type. End it in .html (an inline SVG, no "
+            "dependency) or an image type matplotlib draws (.png, .svg, .pdf).")
     return path
 
 

@@ -20,9 +20,11 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from ipuxl.popart import OutOfMemoryException
 
-__all__ = ["allow_oom_mode", "check_fits", "refuse_run", "auto_report_directory",
+__all__ = ["allow_oom_mode", "engine_allow_oom", "check_fits", "refuse_run", "auto_report_directory",
            "ENGINE_OPTIONS_ENV", "session_report_hooks"]
 
 ENGINE_OPTIONS_ENV = "POPLAR_ENGINE_OPTIONS"
@@ -51,15 +53,55 @@ def _true(value: Any) -> bool:
 
 
 def allow_oom_mode(value: Any) -> bool | str:
-    """The allow-out-of-memory mode: ``value`` when given, else from the engine options."""
+    """The allow-out-of-memory mode: ``value`` when given, else from the engine options.
+
+    Only ``False``, ``True`` and ``"run"`` are modes. ``1`` and ``0`` are refused, not read
+    as ``True`` and ``False``: ``1 == True`` in Python, so a lenient check let
+    ``allow_out_of_memory=1`` slip through and then behave like ``"run"``.
+
+    Raises:
+        ValueError: any other value (the message names it and the three modes).
+    """
     if value is None:
         option = _engine_options().get("debug.allowOutOfMemory", False)
-        return "run" if option == "run" else _true(option)
-    if value in (False, True, "run"):
+        return engine_allow_oom(option, ENGINE_OPTIONS_ENV)
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, str) and value == "run":
         return value
+    hint = ""
+    if isinstance(value, (int, np.integer)) and value in (0, 1):
+        hint = (" An int is not a mode, though Python counts 1 == True: write "
+                + ("True (build, refuse to run) or 'run' (build and run)." if value
+                   else "False."))
     raise ValueError(
-        f"allow_out_of_memory must be False, True or 'run'; got {value!r}. True builds the "
-        "Session and refuses to run it; 'run' runs it anyway, like Poplar's IPU Model."
+        f"allow_out_of_memory must be False, True or 'run'; got {value!r}.{hint} False "
+        "raises when the program does not fit; True builds the Session and refuses to run "
+        "it; 'run' runs it anyway, like Poplar's IPU Model."
+    )
+
+
+def engine_allow_oom(value: Any, source: str) -> bool | str:
+    """An engine option ``"debug.allowOutOfMemory"`` as a mode: Poplar's ``"true"`` /
+    ``"false"`` (any case, or a JSON bool) and ipuxl's ``"run"``.
+
+    Args:
+        value: the option's value.
+        source: where it came from, for the message (``"POPLAR_ENGINE_OPTIONS"``).
+
+    Raises:
+        ValueError: any other value, which Poplar would refuse too.
+    """
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    if value == "run":
+        return "run"
+    raise ValueError(
+        f'{source}: "debug.allowOutOfMemory" must be "true", "false" or "run"; got '
+        f'{value!r}. "true" builds the Session and refuses to run it when the program does '
+        'not fit; "run" runs it anyway.'
     )
 
 

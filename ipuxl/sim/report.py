@@ -387,6 +387,10 @@ class Report:
                 report has at most :data:`MAX_MAPPING_ROWS` mapping rows (large programs
                 would write hundreds of MB); ``memory.mappingsOmitted`` says which.
         """
+        if path is not None:  # checked before the work, not after
+            from ipuxl.sim.export import output_file
+
+            path = output_file(path, "to_json", "report.json")
         t = self.target
         if mappings is None:
             rows = sum(r.map.num_tiles for r in self.tensors if r.map is not None)
@@ -448,19 +452,19 @@ class Report:
     # ----------------------------------------------------------------- exports
     def to_csv(self, path: str | os.PathLike) -> str:
         from ipuxl.sim import export
-        return export.to_csv(self, str(path))
+        return export.to_csv(self, path)
 
     def to_perfetto(self, path: str | os.PathLike) -> str:
         from ipuxl.sim import export
-        return export.to_perfetto(self, str(path))
+        return export.to_perfetto(self, path)
 
     def plot_memory(self, path: str | os.PathLike) -> str:
         from ipuxl.sim import export
-        return export.plot_memory(self, str(path))
+        return export.plot_memory(self, path)
 
     def plot_liveness(self, path: str | os.PathLike) -> str:
         from ipuxl.sim import export
-        return export.plot_liveness(self, str(path))
+        return export.plot_liveness(self, path)
 
     def _repr_html_(self) -> str:
         from ipuxl.sim import export

@@ -15,11 +15,16 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import operator
 import os
+import re
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Target", "PRESETS", "target_for", "POPART_DEFAULT_TILES", "TILES_ENV"]
+import numpy as np
+
+__all__ = ["Target", "PRESETS", "target_for", "preset_of", "integer_option", "known_targets",
+           "POPART_DEFAULT_TILES", "TILES_ENV", "MAX_IPUS"]
 
 POPART_DEFAULT_TILES = 4
 TILES_ENV = "IPUXL_IPU_MODEL_TILES"
@@ -112,45 +117,109 @@ PRESETS: dict[str, Target] = {
     "c600": Target("c600", "ipu21", 1, 1472, 638_976, 1.49e9, fp8=True),
 }
 _ALIASES = {"mk2": "ipu2", "gc200": "ipu2", "mk1": "ipu1", "gc2": "ipu1", "ipu21": "c600"}
+# The most IPUs one model may have: a Bow Pod1024, Graphcore's largest system. The walk
+# keeps several arrays with one entry per tile, so a count beyond any machine would only
+# exhaust the host's memory.
+MAX_IPUS = 1024
+_DIGITS = re.compile(r"\s*[+-]?\d+\s*")
 
 
-def _preset(name: Any) -> Target:
-    key = str(name).lower()
+def known_targets() -> str:
+    """The preset names and aliases, for error messages."""
+    return f"{sorted(PRESETS)} (or the aliases {sorted(_ALIASES)})"
+
+
+def preset_of(name: Any) -> Target:
+    """The preset a name means (``"ipu1"``, ``"GC2"``, ``"bow"``...; case does not matter).
+
+    Raises:
+        ValueError: ``name`` is not a string naming a preset; the message lists them.
+    """
+    key = name.lower() if isinstance(name, str) else None
     key = _ALIASES.get(key, key)
     if key not in PRESETS:
-        raise ValueError(
-            f"Unknown IPU version {name!r}. Use one of {sorted(PRESETS)} "
-            f"(or the aliases {sorted(_ALIASES)})."
-        )
+        raise ValueError(f"Unknown IPU version {name!r}. Use one of {known_targets()}.")
     return PRESETS[key]
 
 
-def env_tiles() -> int | None:
-    """``IPUXL_IPU_MODEL_TILES`` as an int, or None when unset."""
+def integer_option(name: str, value: Any, low: int, high: int, where: str = "") -> int:
+    """``value`` as an int from ``low`` to ``high`` (both included).
+
+    An integer is a Python or NumPy integer, or a string of decimal digits (PopART hands
+    its device options to C++ as strings, so ``{"numIPUs": "2"}`` is PopART's spelling
+    too). Floats are refused, ``2.0`` as well: a count of tiles is never a measurement,
+    and PopART would cut ``2.7`` to 2 without a word. So are bools, None and other text.
+
+    Args:
+        name: the option, for the message (``"tilesPerIPU"``).
+        value: the value given.
+        low, high: the valid range.
+        where: the message prefix (``"createIpuModelDevice"``), or none.
+
+    Raises:
+        ValueError: not an integer, or outside the range. The message names the option,
+            the value and the range.
+    """
+    number = _integer(value)
+    prefix = f"{where}: " if where else ""
+    rule = f"{prefix}{name} must be an integer from {low} to {high}"
+    if number is None:
+        raise ValueError(f"{rule}; got {value!r} ({type(value).__name__}), which is not an "
+                         f"integer. {_integer_hint(name, value)}")
+    if not low <= number <= high:
+        raise ValueError(f"{rule}; got {value!r}, outside that range.")
+    return number
+
+
+def _integer(value: Any) -> int | None:
+    if isinstance(value, str):
+        return int(value) if _DIGITS.fullmatch(value) else None
+    if isinstance(value, (bool, np.bool_)):
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
+
+
+def _integer_hint(name: str, value: Any) -> str:
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            return "Give a whole number written in digits."
+    if isinstance(value, (float, np.floating)) and math.isfinite(value):
+        return f"Round it yourself, for example {name}={round(value)}."
+    if isinstance(value, (bool, np.bool_)):
+        return "Give a number, not True or False."
+    return "Give a Python int (or a string of digits, as PopART also takes)."
+
+
+def env_tiles(preset: str = "ipu2") -> int | None:
+    """``IPUXL_IPU_MODEL_TILES`` as an int (1 to the chip's tile count), or None when
+    unset."""
     raw = os.environ.get(TILES_ENV)
     if raw is None or raw.strip() == "":
         return None
-    try:
-        tiles = int(raw)
-    except ValueError:
-        tiles = 0
-    if tiles < 1:
-        raise ValueError(f"{TILES_ENV} must be a positive integer number of tiles; got {raw!r}.")
-    return tiles
+    return integer_option(TILES_ENV, raw, 1, preset_of(preset).tilesPerIPU)
 
 
 def target_for(preset: str = "ipu2", *, num_ipus: int = 1, tiles_per_ipu: int | None = None,
                num_io_tiles: int = 0) -> Target:
     """The target for a preset name, IPU count and tile count (``IPUXL_IPU_MODEL_TILES``
-    when ``tiles_per_ipu`` is None and the variable is set)."""
-    base = _preset(preset)
-    tiles = tiles_per_ipu if tiles_per_ipu is not None else env_tiles() or base.tilesPerIPU
-    if isinstance(tiles, bool) or not isinstance(tiles, int) or tiles < 1:
-        raise ValueError(f"tilesPerIPU must be a positive integer; got {tiles!r}.")
-    if not 0 <= num_io_tiles < tiles:
-        raise ValueError(
-            f"numIOTiles must be at least 0 and fewer than the {tiles} tiles per IPU; got "
-            f"{num_io_tiles}."
-        )
-    return base.with_(numIPUs=max(1, int(num_ipus)), tilesPerIPU=tiles,
-                      numIOTiles=num_io_tiles)
+    when ``tiles_per_ipu`` is None and the variable is set).
+
+    Raises:
+        ValueError: an unknown preset (the message lists them), or a count that is not an
+            integer in its range: ``num_ipus`` 1 to :data:`MAX_IPUS`, ``tiles_per_ipu`` 1
+            to the chip's tiles (1472, or 1216 for ``ipu1``), ``num_io_tiles`` 0 to one
+            fewer than the tiles per IPU.
+    """
+    base = preset_of(preset)
+    ipus = integer_option("numIPUs", num_ipus, 1, MAX_IPUS)
+    if tiles_per_ipu is None:
+        tiles = env_tiles(preset) or base.tilesPerIPU
+    else:
+        tiles = integer_option("tilesPerIPU", tiles_per_ipu, 1, base.tilesPerIPU)
+    io_tiles = integer_option("numIOTiles", num_io_tiles, 0, tiles - 1)
+    return base.with_(numIPUs=ipus, tilesPerIPU=tiles, numIOTiles=io_tiles)
