@@ -4,7 +4,9 @@
   an :class:`ipuxl.Ir`: a host-to-device stream per graph input, a device-to-host stream
   per graph output, a variable per floating-point initializer. The Ir prints, verifies,
   differentiates and runs in a ``popxl.Session`` like any PopXL program.
-* :mod:`ipuxl.onnx.registry` is the table of operators (:mod:`ipuxl.onnx.ops` declares
+* :mod:`ipuxl.onnx.structure` checks a model's structure before import and
+  :mod:`ipuxl.onnx.tensors` reads its stored tensors, each against ONNX's rules;
+  :mod:`ipuxl.onnx.registry` is the table of operators (:mod:`ipuxl.onnx.ops` declares
   them), :mod:`ipuxl.onnx.importer` runs a graph's nodes into ipuxl ops, and
   :mod:`ipuxl.onnx.backend` is ONNX's backend interface, so ``onnx.backend.test`` runs
   against ipuxl.

@@ -101,17 +101,22 @@ def run(options: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
     shapes = _parse_shapes(options.shape, parser)
     low, high = _parse_int_range(options.int_range, parser)
-    if options.tiles is not None and options.tiles < 1:
-        parser.error(f"--tiles must be a positive integer; got {options.tiles}.")
+    if options.tiles is not None:
+        from ipuxl.sim.target import target_for
+
+        try:
+            target_for("ipu2", tiles_per_ipu=options.tiles)
+        except ValueError as error:
+            parser.error(f"--tiles: {error}")
     timings: dict[str, float] = {}
 
     start = time.perf_counter()
     try:
         model = load_model(options.model)
+        specs, notes = input_specs(model, shapes)
     except OnnxImportError as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_IMPORT_ERROR
-    specs, notes = input_specs(model, shapes)
     unknown = sorted(set(shapes) - set(specs))
     if unknown:
         parser.error(f"--shape names {unknown}, which are not graph inputs of the model; its "
@@ -195,10 +200,11 @@ def input_specs(model: Any, shapes: dict[str, tuple[int, ...]] | None = None
     Returns:
         ``({name: (shape, dtype)}, notes)``: a note for each input whose symbolic
         dimensions were set to 1.
-    """
-    from onnx import helper
 
-    from ipuxl.onnx.importer import OnnxImportError
+    Raises:
+        OnnxImportError: an input is not a tensor, or has a type ipuxl cannot hold.
+    """
+    from ipuxl.onnx.importer import OnnxImportError, input_dtype
 
     shapes = shapes or {}
     initializers = {init.name for init in model.graph.initializer}
@@ -211,7 +217,7 @@ def input_specs(model: Any, shapes: dict[str, tuple[int, ...]] | None = None
             raise OnnxImportError(f"Graph input {info.name!r} is not a tensor (sequence, "
                                   "map and optional inputs are not supported).")
         tensor_type = info.type.tensor_type
-        dtype = np.dtype(helper.tensor_dtype_to_np_dtype(tensor_type.elem_type))
+        dtype = input_dtype(info.name, tensor_type.elem_type)
         if info.name in shapes:
             specs[info.name] = (shapes[info.name], dtype)
             continue

@@ -16,8 +16,11 @@ becomes one ipuxl op, ``onnx.<Op>-<version>``. Inputs that a rule needs as value
 :class:`NeedsValueError` names it (the ONNX backend then specialises on that input's
 value).
 
-:func:`check_model` lists every unsupported operator and attribute of a model, with the
-node names, in one error, before anything is built.
+:func:`check_model` first checks the model's structure (:mod:`ipuxl.onnx.structure`:
+single assignment, unique names, topological order, stored tensors' sizes), then lists
+every unsupported operator and attribute of a model, with the node names, in one error,
+before anything is built. An operator's ``check`` (:mod:`ipuxl.onnx.registry`) refuses
+input values known at import that it would misread, such as constant indices out of range.
 """
 
 from __future__ import annotations
@@ -32,67 +35,75 @@ import jax.numpy as jnp
 import numpy as np
 
 from ipuxl.context import get_current_context
+from ipuxl.onnx.errors import NeedsValueError, OnnxImportError, UnsupportedModelError
 from ipuxl.onnx.registry import Rule, call_rule, canonical_domain, dtype_of, find_rule
-from ipuxl.popart.errors import popart_exception
+from ipuxl.onnx.structure import check_structure
+from ipuxl.onnx.tensors import dense_array, tensor_array
 from ipuxl.tensor import Tensor
 
 __all__ = ["model_source", "Importer", "NodeContext", "OnnxImportError", "NeedsValueError",
            "UnsupportedModelError", "check_model", "load_model", "opsets_of",
-           "attribute_value", "value_info_spec", "Value"]
+           "attribute_value", "value_info_spec", "input_dtype", "Value"]
 
 Value = Any  # Tensor | np.ndarray
 
 
-class OnnxImportError(popart_exception):
-    """An ONNX model that ipuxl cannot import as it is (the message says why and where)."""
-
-
-class UnsupportedModelError(OnnxImportError):
-    """The model uses operators or attributes ipuxl does not implement; ``problems``
-    lists each as ``(node name, op_type, what)``."""
-
-    def __init__(self, message: str, problems: Sequence[tuple[str, str, str]]):
-        super().__init__(message)
-        self.problems = list(problems)
-
-
-class NeedsValueError(OnnxImportError):
-    """A node needs the *value* of an input that is only known when the model runs."""
-
-    def __init__(self, message: str, input_name: str):
-        super().__init__(message)
-        self.input_name = input_name
-
-
 # ------------------------------------------------------------------------- model loading
 def load_model(model: Any) -> Any:
-    """An ``onnx.ModelProto`` from a path, serialized bytes or a ModelProto."""
+    """An ``onnx.ModelProto`` from a path, serialized bytes or a ModelProto.
+
+    Raises:
+        OnnxImportError: the bytes or the file are empty, are not a serialized
+            ModelProto, or hold a ModelProto without a graph; or there is no such file.
+        TypeError: ``model`` is none of the three.
+    """
     import onnx
 
     if isinstance(model, onnx.ModelProto):
-        return model
-    if isinstance(model, (bytes, bytearray)):
+        return _with_graph(model, "The model given (an onnx.ModelProto)")
+    if isinstance(model, (bytes, bytearray, memoryview)):
+        given = f"The model given ({len(model)} bytes)"
+        if not len(model):
+            raise OnnxImportError(f"{given} is empty, not an ONNX model. {_MODEL_FORMS}")
         try:
-            return onnx.load_from_string(bytes(model))
+            loaded = onnx.load_from_string(bytes(model))
         except Exception as error:
-            raise OnnxImportError(
-                f"The bytes given as the model are not a serialized ONNX ModelProto ({error})."
-            ) from None
+            raise OnnxImportError(f"{given} is not a serialized ONNX ModelProto ({error}). "
+                                  f"{_MODEL_FORMS}") from None
+        return _with_graph(loaded, given)
     if isinstance(model, (str, os.PathLike)):
         path = os.fspath(model)
-        if not os.path.exists(path):
-            raise OnnxImportError(
-                f"No ONNX model at {path!r}: pass the path of an .onnx file, the bytes of a "
-                "ModelProto (`proto = builder.getModelProto()`), or a ModelProto."
-            )
+        if not os.path.isfile(path):
+            raise OnnxImportError(f"No ONNX model file at {path!r}. {_MODEL_FORMS}")
+        if os.path.getsize(path) == 0:
+            raise OnnxImportError(f"The file {path!r} is empty, not an ONNX model. "
+                                  f"{_MODEL_FORMS}")
         try:
-            return onnx.load(path)
+            loaded = onnx.load(path)
         except Exception as error:
-            raise OnnxImportError(f"{path!r} is not an ONNX model file ({error}).") from None
+            raise OnnxImportError(f"{path!r} is not an ONNX model file ({error}). "
+                                  f"{_MODEL_FORMS}") from None
+        return _with_graph(loaded, f"The model file {path!r}")
     raise TypeError(
         f"An ONNX model must be a path, bytes or an onnx.ModelProto, got "
-        f"{type(model).__name__}."
+        f"{type(model).__name__}. {_MODEL_FORMS}"
     )
+
+
+_MODEL_FORMS = ("Pass the path of an .onnx file, the bytes of a ModelProto "
+                "(`proto = builder.getModelProto()`, `model.SerializeToString()`), or an "
+                "onnx.ModelProto.")
+
+
+def _with_graph(model: Any, given: str) -> Any:
+    """``model``, if it has a graph: arbitrary bytes (a short text, another message) may
+    parse as a ModelProto whose every field is unset."""
+    graph = model.graph
+    if not (graph.node or graph.input or graph.output or graph.initializer):
+        raise OnnxImportError(
+            f"{given} has no ONNX graph (no nodes, inputs, outputs or initializers): "
+            f"it is empty or not an ONNX model. {_MODEL_FORMS}")
+    return model
 
 
 def model_source(fn_model: Any, model: Any) -> str:
@@ -115,13 +126,14 @@ def opsets_of(model: Any) -> dict[str, int]:
 def attribute_value(attribute: Any) -> Any:
     """An ONNX attribute as a Python value: tuples for lists, ``str`` for strings, NumPy
     arrays for tensors, GraphProto for graphs."""
-    from onnx import AttributeProto, helper, numpy_helper
+    from onnx import AttributeProto, helper
 
     kind = attribute.type
     if kind == AttributeProto.TENSOR:
-        return numpy_helper.to_array(attribute.t)
+        return tensor_array(attribute.t, f"tensor of attribute {attribute.name!r}")
     if kind == AttributeProto.SPARSE_TENSOR:
-        return _dense(attribute.sparse_tensor)
+        return dense_array(attribute.sparse_tensor,
+                           f"sparse tensor of attribute {attribute.name!r}")
     if kind == AttributeProto.STRING:
         return attribute.s.decode("utf-8", errors="replace")
     if kind == AttributeProto.STRINGS:
@@ -132,24 +144,10 @@ def attribute_value(attribute: Any) -> Any:
     return value
 
 
-def _dense(sparse: Any) -> np.ndarray:
-    from onnx import numpy_helper
-
-    values = numpy_helper.to_array(sparse.values)
-    indices = numpy_helper.to_array(sparse.indices).astype(np.int64)
-    dense = np.zeros(tuple(sparse.dims), values.dtype)
-    if indices.ndim == 1:
-        dense.reshape(-1)[indices] = values
-    else:
-        dense[tuple(indices.T)] = values
-    return dense
-
-
 def value_info_spec(info: Any, shapes: Mapping[str, Sequence[int]] | None = None
                     ) -> tuple[tuple[int, ...], np.dtype]:
     """``(shape, numpy dtype)`` of a graph input, with ``shapes[name]`` for its symbolic
     dimensions."""
-    from onnx import helper
 
     tensor_type = info.type.tensor_type
     if not info.type.HasField("tensor_type"):
@@ -157,7 +155,7 @@ def value_info_spec(info: Any, shapes: Mapping[str, Sequence[int]] | None = None
             f"Graph input {info.name!r} is not a tensor (sequence, map and optional inputs "
             "are not supported)."
         )
-    dtype = np.dtype(helper.tensor_dtype_to_np_dtype(tensor_type.elem_type))
+    dtype = input_dtype(info.name, tensor_type.elem_type)
     if shapes and info.name in shapes:
         return tuple(int(d) for d in shapes[info.name]), dtype
     dims = []
@@ -172,10 +170,38 @@ def value_info_spec(info: Any, shapes: Mapping[str, Sequence[int]] | None = None
     return tuple(dims), dtype
 
 
+def input_dtype(name: str, elem_type: int) -> np.dtype:
+    """The NumPy dtype of graph input ``name``'s ONNX element type.
+
+    Raises:
+        OnnxImportError: ipuxl has no tensor type for it (STRING, UNDEFINED...).
+    """
+    from onnx import TensorProto, helper
+
+    try:
+        dtype = np.dtype(helper.tensor_dtype_to_np_dtype(elem_type))
+        dtype_of(dtype)
+    except (KeyError, TypeError, ValueError):
+        kind = (TensorProto.DataType.Name(elem_type) if elem_type in
+                TensorProto.DataType.values() else f"number {elem_type}")
+        raise OnnxImportError(
+            f"Graph input {name!r} has the ONNX element type {kind}, which ipuxl cannot "
+            "hold: device tensors are numbers or booleans (FLOAT, FLOAT16, INT32, BOOL...). "
+            "Give the input a numeric type, or compute it on the host.") from None
+    return dtype
+
+
 # ------------------------------------------------------------------------------ checking
 def check_model(model: Any) -> None:
-    """Raise :class:`UnsupportedModelError` listing every node (in every subgraph) whose
-    operator, version or attributes ipuxl does not implement."""
+    """Check ``model`` before anything is built: its structure
+    (:func:`ipuxl.onnx.structure.check_structure`), then its operators.
+
+    Raises:
+        OnnxImportError: the model breaks an ONNX structural rule (the first is named).
+        UnsupportedModelError: listing every node (in every subgraph) whose operator,
+            version or attributes ipuxl does not implement.
+    """
+    check_structure(model)
     opsets = opsets_of(model)
     problems: list[tuple[str, str, str]] = []
     for node in _all_nodes(model.graph):
@@ -351,6 +377,11 @@ class Importer:
                attrs: dict[str, Any], hints: dict[str, Any] | None = None) -> list[Value]:
         if rule.takes_num_outputs:
             attrs["num_outputs"] = len(node.output)
+        if rule.check is not None:
+            try:
+                rule.check(list(node.input), inputs, attrs)
+            except (IndexError, ValueError) as error:
+                raise OnnxImportError(f"Node {_label(node)} ({node.op_type}): {error}") from None
         slots, statics, dynamic = [], [], []
         for index, value in enumerate(inputs):
             if value is None:

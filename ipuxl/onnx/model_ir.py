@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from ipuxl.onnx.errors import OnnxImportError
 from ipuxl.onnx.importer import (
     Importer,
     check_model,
@@ -17,6 +18,8 @@ from ipuxl.onnx.importer import (
     value_info_spec,
 )
 from ipuxl.onnx.registry import dtype_of
+from ipuxl.onnx.structure import check_structure
+from ipuxl.onnx.tensors import dense_array, tensor_array
 
 __all__ = ["ModelIr", "model_to_ir", "initializer_arrays"]
 
@@ -36,9 +39,25 @@ class ModelIr:
 
 
 def initializer_arrays(graph: Any) -> dict[str, np.ndarray]:
-    from onnx import numpy_helper
+    """``{name: array}`` of ``graph``'s initializers, dense and sparse.
 
-    return {init.name: numpy_helper.to_array(init) for init in graph.initializer}
+    Raises:
+        OnnxImportError: two initializers share a name, or one's data does not fit its
+            type and dims (:func:`ipuxl.onnx.tensors.check_tensor_data`).
+    """
+    arrays: dict[str, np.ndarray] = {}
+    where = f"graph {graph.name!r}"
+    named = [(init.name, init, False) for init in graph.initializer]
+    named += [(sparse.values.name, sparse, True) for sparse in graph.sparse_initializer]
+    for name, tensor, sparse in named:
+        if name in arrays:
+            raise OnnxImportError(
+                f"The {where} has two initializers named {name!r}. Initializer names must "
+                "be unique (one would silently replace the other): rename or remove one.")
+        what = f"initializer {name!r} of the {where}"
+        arrays[name] = (dense_array(tensor, f"sparse {what}") if sparse
+                        else tensor_array(tensor, what))
+    return arrays
 
 
 def is_weight(array: np.ndarray) -> bool:
@@ -63,7 +82,8 @@ def model_to_ir(model: Any, *, input_shapes: Mapping[str, Sequence[int]] | None 
         input_shapes: shapes of graph inputs whose dimensions are symbolic.
         known_inputs: graph inputs to fix to these values (they become constants).
         outputs: the values to stream out (default: the graph outputs).
-        check: list unsupported operators first (:func:`check_model`).
+        check: list unsupported operators first (:func:`check_model`); the model's
+            structure (:func:`ipuxl.onnx.structure.check_structure`) is checked either way.
         input_structures: for each sequence or optional graph input, a value of its
             structure (:func:`ipuxl.onnx.ops.sequence.from_host`); each of its arrays is
             streamed in as ``<name>.<i>``, with that array's shape and dtype.
@@ -78,6 +98,8 @@ def model_to_ir(model: Any, *, input_shapes: Mapping[str, Sequence[int]] | None 
     source, model = model_source(model, loaded), loaded
     if check:
         check_model(model)
+    else:
+        check_structure(model)
     graph = model.graph
     known_inputs = dict(known_inputs or {})
     arrays = initializer_arrays(graph)
@@ -118,6 +140,11 @@ def model_to_ir(model: Any, *, input_shapes: Mapping[str, Sequence[int]] | None 
         importer.run(graph, env)
         structures = {}
         for name in outputs or [o.name for o in graph.output]:
+            if name not in env:
+                raise OnnxImportError(
+                    f"The output {name!r} asked for is not a value of the model. Name a "
+                    "graph input, an initializer or a node output, e.g. one of "
+                    f"{[o.name for o in graph.output]}.")
             if is_structure(env[name]):
                 leaves, structures[name] = tree_util.tree_flatten(env[name])
                 for index, leaf in enumerate(leaves):

@@ -19,6 +19,10 @@ verifies, differentiates (``jax.vjp`` of the function) and lowers like any other
 * ``value_dependent``: the output *shape* depends on input values (NonZero, Unique...):
   every input must be known at import time and the node is evaluated then.
 * ``kind``: the IPU model's cost family (see :mod:`ipuxl.sim.op_costs`).
+* ``check``: ``check(names, values, attrs)``, called with the node's input names and
+  values (a NumPy array where the value is known at import, a tensor otherwise) before
+  the node is built; it raises ``IndexError`` or ``ValueError`` for known values the
+  operator would silently clamp or misread (constant indices out of range).
 * Missing optional inputs arrive as ``None``; a function with a ``num_outputs`` keyword
   gets the node's output count.
 
@@ -67,6 +71,7 @@ class Rule:
     kind: str = "elementwise"
     attributes: frozenset[str] = frozenset()
     takes_num_outputs: bool = False
+    check: Callable[..., None] | None = None
     opdef: OpDef | None = field(default=None, repr=False)
 
     @property
@@ -111,7 +116,8 @@ def _keyword_names(fn: Callable[..., Any]) -> tuple[frozenset[str], bool]:
 
 def onnx_op(op_type: str, *, since: int | Sequence[int] = 1, domain: str = "",
             static: Sequence[int] = (), value_dependent: bool = False,
-            kind: str = "elementwise") -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+            kind: str = "elementwise", check: Callable[..., None] | None = None
+            ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Declare ``fn(*inputs, **attributes)`` as the rule for ``op_type`` (see the module
     docstring). ``since`` may list several versions that share the function."""
 
@@ -120,7 +126,8 @@ def onnx_op(op_type: str, *, since: int | Sequence[int] = 1, domain: str = "",
         for version in (since,) if isinstance(since, int) else since:
             rule = Rule(op_type, canonical_domain(domain), version, fn=fn,
                         static=frozenset(static), value_dependent=value_dependent,
-                        kind=_family(kind), attributes=attributes, takes_num_outputs=takes)
+                        kind=_family(kind), attributes=attributes, takes_num_outputs=takes,
+                        check=check)
             rule.opdef = _make_opdef(rule)
             _register(rule)
         return fn

@@ -123,9 +123,8 @@ def _scoped(graph: Any, prefix: str) -> Any:
 
 def _run_modifier(ctx: Any, graph: Any, value: Any, what: str) -> Any:
     """Import the one-input, one-output subgraph ``graph`` on ``value``, inline."""
-    from onnx import numpy_helper
-
     from ipuxl.onnx.importer import OnnxImportError
+    from ipuxl.onnx.model_ir import initializer_arrays
 
     inputs = [i.name for i in graph.input]
     if len(inputs) != 1 or len(graph.output) != 1:
@@ -134,8 +133,7 @@ def _run_modifier(ctx: Any, graph: Any, value: Any, what: str) -> Any:
                               f"and {len(graph.output)}.")
     graph = _scoped(graph, f"{ctx.node.name or ctx.node.output[0]}/{what}/")
     env = dict(ctx.env)  # the subgraph sees the outer scope
-    for init in graph.initializer:
-        env[init.name] = numpy_helper.to_array(init)
+    env.update(initializer_arrays(graph))
     env[graph.input[0].name] = value
     ctx.importer.run(graph, env)
     result = ctx.importer.tensor(graph.output[0].name, env[graph.output[0].name])

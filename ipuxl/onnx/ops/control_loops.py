@@ -54,6 +54,8 @@ __all__ = ["UNROLL_LIMIT", "LoopPlan", "run_loop"]
 
 #: The most iterations a loop is unrolled to when it cannot run as an ipuxl repeat.
 UNROLL_LIMIT = 1024
+#: The most iterations one loop runs (ipuxl's repeat counts in int32).
+_INT32_MAX = 2**31 - 1
 _VERSIONS = (1, 11, 13, 16, 19, 21, 23, 24, 25)
 
 
@@ -378,12 +380,21 @@ def _static_type(info: Any) -> tuple[Any, Any]:
 # ---------------------------------------------------------------------------- operators
 @onnx_converter("Loop", since=_VERSIONS, attributes=("body",))
 def loop(ctx: Any) -> list[Any]:
+    """ONNX's ``for (i = 0; i < M && cond; ++i)``: a negative ``M`` runs no iteration.
+    An ``M`` beyond ipuxl's int32 loop counter bounds nothing when the loop has a
+    condition (exporters write INT64_MAX for a while loop), and is refused without one."""
+    cond = ctx.inputs[1] if len(ctx.inputs) > 1 and ctx.inputs[1] is not None else True
     count = None
     if ctx.inputs and ctx.inputs[0] is not None:
-        count = int(np.asarray(ctx.value(0)).reshape(-1)[0])
-        if count < 0:
-            count = 0
-    cond = ctx.inputs[1] if len(ctx.inputs) > 1 and ctx.inputs[1] is not None else True
+        count = max(int(np.asarray(ctx.value(0)).reshape(-1)[0]), 0)
+        if count > _INT32_MAX:
+            if cond is True:
+                raise node_error(
+                    ctx, f"its trip count M ({ctx.node.input[0]!r}) is {count}, beyond the "
+                         f"{_INT32_MAX} iterations an ipuxl loop (an int32 counter) runs. "
+                         "Lower M, split the loop into two nested Loops, or give the Loop "
+                         "a condition that ends it.")
+            count = None  # the condition ends the loop
     if not isinstance(cond, Tensor) and cond is not True:
         cond = bool(np.asarray(cond).reshape(-1)[0])
     plan = LoopPlan(ctx, ctx.attrs["body"], count, list(ctx.inputs[2:]), True, cond)

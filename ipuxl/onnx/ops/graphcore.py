@@ -334,6 +334,8 @@ def replicated_all_reduce(ctx: Any) -> list[Any]:
 @onnx_converter("Call", domain=GRAPHCORE, attributes=("callee",))
 def call(ctx: Any) -> list[Any]:
     """Import the callee graph in place, its inputs bound to the node's inputs."""
+    from ipuxl.onnx.model_ir import initializer_arrays
+
     callee = ctx.attrs["callee"]
     if len(callee.input) != len(ctx.node.input):
         raise ValueError(f"Call node {ctx.node.name!r}: the callee {callee.name!r} takes "
@@ -341,10 +343,7 @@ def call(ctx: Any) -> list[Any]:
     env = dict(ctx.env)
     for info, value in zip(callee.input, ctx.inputs):
         env[info.name] = value
-    for tensor in callee.initializer:
-        from onnx import numpy_helper
-
-        env[tensor.name] = numpy_helper.to_array(tensor)
+    env.update(initializer_arrays(callee))
     ctx.importer.run(callee, env)
     return [env[o.name] for o in callee.output]
 

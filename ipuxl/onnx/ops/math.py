@@ -30,6 +30,7 @@ from ipuxl.onnx.ops import (  # noqa: F401 - each module declares its rules
     math_quant,
 )
 from ipuxl.onnx.registry import onnx_op
+from ipuxl.ops.elementwise import c_div, c_rem
 
 
 # ------------------------------------------------------------------------------ helpers
@@ -73,7 +74,7 @@ def _unary(op_type: str, since: tuple[int, ...], fn: Any) -> None:
 
 
 def _reciprocal(x: Any) -> Any:
-    return lax.div(jnp.ones((), x.dtype), x)
+    return c_div(jnp.ones_like(x), x)
 
 
 for _name, _since, _fn in [
@@ -133,7 +134,7 @@ for _name, _since, _fn in [
     ("Add", _ARITH, lax.add),
     ("Sub", _ARITH, lax.sub),
     ("Mul", _ARITH, lax.mul),
-    ("Div", _ARITH, lax.div),  # integers truncate toward zero, as in C
+    ("Div", _ARITH, c_div),  # integers truncate toward zero, as in C; x / 0 is -1
     ("Equal", (1, 7, 11, 13, 19), lax.eq),
     ("Greater", (1, 7, 9, 13), lax.gt),
     ("Less", (1, 7, 9, 13), lax.lt),
@@ -159,7 +160,7 @@ def mod(a: Any, b: Any, *, fmod: int = 0) -> Any:
     """``fmod=1``: C's fmod (the sign of ``a``); ``fmod=0``: the sign of ``b`` (NumPy's
     ``mod``, also for floats, with a zero taking ``b``'s sign)."""
     a, b = _broadcast(a, b)
-    rem = lax.rem(a, b)
+    rem = c_rem(a, b)
     if fmod:
         return rem
     if _is_float(a):

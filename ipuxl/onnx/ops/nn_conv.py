@@ -40,11 +40,62 @@ def spatial_pads(in_shape: Sequence[int], kernel: Sequence[int], strides: Sequen
     return [(int(pads[i]), int(pads[i + n])) for i in range(n)]
 
 
-def _defaults(x: Any, kernel: Sequence[int], strides: Any, dilations: Any
-              ) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    n = len(kernel)
-    return (tuple(strides) if strides else (1,) * n,
-            tuple(dilations) if dilations else (1,) * n)
+_AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
+
+
+def _positive(name: str, values: Any, n: int) -> tuple[int, ...]:
+    """``values`` (default: ones) as ``n`` positive ints."""
+    if values is None or len(values) == 0:
+        return (1,) * n
+    found = tuple(int(v) for v in values)
+    if len(found) != n or min(found) < 1:
+        raise ValueError(
+            f"{name} {list(found)} must be {n} positive integer(s), one per spatial axis of "
+            f"the input; give {name}={[1] * n} or leave it out for the default.")
+    return found
+
+
+def window_attributes(rank: int, kernel: Sequence[int], *, strides: Any, dilations: Any,
+                      pads: Any, auto_pad: str, kernel_shape: Any = None
+                      ) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Check the window attributes that convolutions and pools share; returns
+    ``(strides, dilations)``, ones where they are left out.
+
+    Args:
+        rank: the rank of the input, ``(N, C, D1, ...)``.
+        kernel: the window's spatial shape (the weight's ``shape[2:]`` for a convolution,
+            ``kernel_shape`` for a pool).
+        strides, dilations, pads, auto_pad: the node's attributes.
+        kernel_shape: a convolution's ``kernel_shape``, which must match ``kernel``.
+
+    Raises:
+        ValueError: a stride, dilation or kernel size is not positive, a pad is negative,
+            a list has the wrong length, ``kernel_shape`` disagrees with the weight, or
+            ``auto_pad`` is not an ONNX value. Left to XLA, these fail in its verifier or
+            give a shape ONNX does not define.
+    """
+    n = rank - 2
+    if n < 1:
+        raise ValueError(f"the input has rank {rank}; it needs a batch axis, a channel axis "
+                         "and at least one spatial axis (N, C, D1, ...).")
+    kernel = tuple(int(k) for k in kernel)
+    if len(kernel) != n or (kernel and min(kernel) < 1):
+        raise ValueError(f"the kernel's spatial shape {list(kernel)} must be {n} positive "
+                         f"size(s), one per spatial axis of the rank-{rank} input.")
+    if kernel_shape is not None and len(kernel_shape) and \
+            tuple(int(k) for k in kernel_shape) != kernel:
+        raise ValueError(f"kernel_shape {list(kernel_shape)} does not match the weight's "
+                         f"spatial shape {list(kernel)}; fix kernel_shape or leave it out "
+                         "(it is the weight's shape by default).")
+    if auto_pad not in _AUTO_PADS:
+        raise ValueError(f"auto_pad {auto_pad!r} is not one of {', '.join(_AUTO_PADS)}.")
+    if pads is not None and len(pads):
+        found = [int(p) for p in pads]
+        if len(found) != 2 * n or min(found) < 0:
+            raise ValueError(
+                f"pads {found} must be {2 * n} non-negative integers (the begin of each of "
+                f"the {n} spatial axes, then each end), e.g. {[0] * (2 * n)}.")
+    return _positive("strides", strides, n), _positive("dilations", dilations, n)
 
 
 def _conv(x: Any, w: Any, *, strides: Sequence[int], padding: Sequence[tuple[int, int]],
@@ -69,7 +120,9 @@ def conv(x: Any, w: Any, b: Any = None, *, auto_pad: str = "NOTSET",
          kernel_shape: Sequence[int] | None = None, pads: Sequence[int] | None = None,
          strides: Sequence[int] | None = None) -> Any:
     kernel = tuple(w.shape[2:])
-    strides, dilations = _defaults(x, kernel, strides, dilations)
+    strides, dilations = window_attributes(x.ndim, kernel, strides=strides,
+                                           dilations=dilations, pads=pads,
+                                           auto_pad=auto_pad, kernel_shape=kernel_shape)
     padding = spatial_pads(x.shape[2:], kernel, strides, dilations, pads, auto_pad)
     y = _conv(x, w, strides=strides, padding=padding, dilations=dilations, group=group)
     return _bias(y, b)
@@ -96,7 +149,9 @@ def conv_transpose(x: Any, w: Any, b: Any = None, *, auto_pad: str = "NOTSET",
                    strides: Sequence[int] | None = None) -> Any:
     kernel = tuple(w.shape[2:])
     n = len(kernel)
-    strides, dilations = _defaults(x, kernel, strides, dilations)
+    strides, dilations = window_attributes(x.ndim, kernel, strides=strides,
+                                           dilations=dilations, pads=pads,
+                                           auto_pad=auto_pad, kernel_shape=kernel_shape)
     out_pad = list(output_padding) if output_padding else [0] * n
     in_shape = x.shape[2:]
     full = [strides[i] * (in_shape[i] - 1) + out_pad[i] + (kernel[i] - 1) * dilations[i] + 1
@@ -133,9 +188,11 @@ def _zero_point(z: Any, ndim: int) -> Any:
 
 
 def _integer_conv(x: Any, w: Any, xz: Any, wz: Any, *, auto_pad: str, dilations: Any,
-                  group: int, pads: Any, strides: Any) -> Any:
+                  group: int, pads: Any, strides: Any, kernel_shape: Any) -> Any:
     kernel = tuple(w.shape[2:])
-    strides, dilations = _defaults(x, kernel, strides, dilations)
+    strides, dilations = window_attributes(x.ndim, kernel, strides=strides,
+                                           dilations=dilations, pads=pads,
+                                           auto_pad=auto_pad, kernel_shape=kernel_shape)
     padding = spatial_pads(x.shape[2:], kernel, strides, dilations, pads, auto_pad)
     xi = x.astype(jnp.int32) - (jnp.zeros((), jnp.int32) if xz is None
                                 else jnp.reshape(xz.astype(jnp.int32), ()))
@@ -151,7 +208,8 @@ def conv_integer(x: Any, w: Any, x_zero_point: Any = None, w_zero_point: Any = N
                  pads: Sequence[int] | None = None,
                  strides: Sequence[int] | None = None) -> Any:
     return _integer_conv(x, w, x_zero_point, w_zero_point, auto_pad=auto_pad,
-                         dilations=dilations, group=group, pads=pads, strides=strides)
+                         dilations=dilations, group=group, pads=pads, strides=strides,
+                         kernel_shape=kernel_shape)
 
 
 @onnx_op("QLinearConv", since=10, kind="conv")
@@ -162,7 +220,8 @@ def qlinear_conv(x: Any, x_scale: Any, x_zero_point: Any, w: Any, w_scale: Any,
                  pads: Sequence[int] | None = None,
                  strides: Sequence[int] | None = None) -> Any:
     acc = _integer_conv(x, w, x_zero_point, w_zero_point, auto_pad=auto_pad,
-                        dilations=dilations, group=group, pads=pads, strides=strides)
+                        dilations=dilations, group=group, pads=pads, strides=strides,
+                        kernel_shape=kernel_shape)
     acc = _bias(acc, b)
     shape = (1, -1) + (1,) * (acc.ndim - 2)
     ws = jnp.reshape(w_scale.astype(jnp.float32), shape if w_scale.size > 1 else ())
@@ -203,7 +262,9 @@ def deform_conv(x: Any, w: Any, offset: Any, b: Any = None, mask: Any = None, *,
         raise NotImplementedError("ipuxl implements DeformConv for 2-D images only.")
     n, c, _, _ = x.shape
     oc, _, kh, kw = w.shape
-    strides, dilations = _defaults(x, (kh, kw), strides, dilations)
+    strides, dilations = window_attributes(x.ndim, (kh, kw), strides=strides,
+                                           dilations=dilations, pads=pads,
+                                           auto_pad="NOTSET", kernel_shape=kernel_shape)
     (pt, _), (pl, _) = spatial_pads(x.shape[2:], (kh, kw), strides, dilations, pads,
                                     "NOTSET")
     oh, ow = offset.shape[2], offset.shape[3]

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from ipuxl.onnx.ops.nn_conv import spatial_pads
+from ipuxl.onnx.ops.nn_conv import spatial_pads, window_attributes
 from ipuxl.onnx.registry import onnx_op
 
 
@@ -24,10 +24,15 @@ def pool_geometry(in_shape: Sequence[int], kernel: Sequence[int], strides: Any,
                   dilations: Any, pads: Any, auto_pad: str, ceil_mode: int
                   ) -> tuple[list[int], list[tuple[int, int]], list[tuple[int, int]],
                              tuple[int, ...], tuple[int, ...]]:
-    """``(output size, ONNX pads, pads covering every window, strides, dilations)``."""
+    """``(output size, ONNX pads, pads covering every window, strides, dilations)`` of
+    an input of spatial shape ``in_shape``.
+
+    Raises:
+        ValueError: see :func:`~ipuxl.onnx.ops.nn_conv.window_attributes`.
+    """
     n = len(kernel)
-    strides = tuple(int(s) for s in strides) if strides else (1,) * n
-    dilations = tuple(int(d) for d in dilations) if dilations else (1,) * n
+    strides, dilations = window_attributes(len(in_shape) + 2, kernel, strides=strides,
+                                           dilations=dilations, pads=pads, auto_pad=auto_pad)
     onnx_pads = spatial_pads(in_shape, kernel, strides, dilations, pads, auto_pad)
     out, cover = [], []
     for i in range(n):
@@ -179,7 +184,8 @@ def max_unpool(x: Any, indices: Any, output_shape: np.ndarray | None = None, *,
                kernel_shape: Sequence[int] = (), pads: Sequence[int] | None = None,
                strides: Sequence[int] | None = None) -> Any:
     n = len(kernel_shape)
-    strides = tuple(strides) if strides else (1,) * n
+    strides, _ = window_attributes(x.ndim, kernel_shape, strides=strides, dilations=None,
+                                   pads=pads, auto_pad="NOTSET")
     pads = tuple(pads) if pads else (0,) * (2 * n)
     spatial = tuple((x.shape[2 + i] - 1) * strides[i] - pads[i] - pads[i + n]
                     + kernel_shape[i] for i in range(n))

@@ -3,7 +3,11 @@ ScatterElements, ScatterND, ReverseSequence, Compress, and the value-dependent N
 Unique and NonMaxSuppression (evaluated at import time, their inputs being known). Part
 of the tensor family, see :mod:`ipuxl.onnx.ops.tensor`.
 
-Indices may be negative (counted from the end of their axis).
+Indices may be negative (counted from the end of their axis). Indices computed when the
+model runs are clamped (the IPU leaves them undefined); indices known when the model is
+imported (initializers, ``Constant`` nodes, folded values) must be in ``[-n, n)`` for an
+axis of size ``n``, as ipuxl's own build-time rule has it (:mod:`ipuxl.ops.indexing`):
+each operator's ``check`` refuses the first one out of range, with its position.
 """
 
 from __future__ import annotations
@@ -49,14 +53,67 @@ def _scatter(data: Any, index: tuple[Any, ...], updates: Any, reduction: str) ->
     raise ValueError(f"scatter reduction {reduction!r} is not one of {', '.join(_REDUCTIONS)}")
 
 
+# ---------------------------------------------------------------------------- known indices
+def _known(value: Any) -> bool:
+    return isinstance(value, np.ndarray)
+
+
+def _in_range(name: str, indices: np.ndarray, size: int, axis_text: str,
+              column: int | None = None) -> None:
+    """Refuse the first of ``indices`` (or of their last axis's ``column``) outside
+    ``[-size, size)``."""
+    values = indices if column is None else indices[..., column]
+    bad = (values < -size) | (values >= size)
+    if not np.any(bad):
+        return
+    place = tuple(int(i) for i in np.unravel_index(int(np.flatnonzero(bad)[0]), values.shape))
+    value = values[place]
+    if column is not None:
+        place += (column,)
+    at = f" at position {list(place)}" if place else ""
+    raise IndexError(
+        f"index {value}{at} of the constant indices {name!r} is out of bounds for "
+        f"{axis_text}, which has size {size}. Indices known when the model is imported must "
+        f"be in [{-size}, {size}) (only indices computed at run time are clamped): fix the "
+        "indices or the data they index.")
+
+
+def _axis_check(data_input: int, indices_input: int) -> Any:
+    """The check of an operator whose indices pick along ``axis`` of its data (Gather,
+    GatherElements, Scatter, ScatterElements)."""
+
+    def check(names: list[str], values: list[Any], attrs: dict[str, Any]) -> None:
+        data, indices = values[data_input], values[indices_input]
+        if data is None or not _known(indices):
+            return
+        axis = norm_axis(attrs.get("axis", 0), len(data.shape))
+        _in_range(names[indices_input], indices, int(data.shape[axis]),
+                  f"axis {axis} of {names[data_input]!r} {list(data.shape)}")
+
+    return check
+
+
+def _nd_check(names: list[str], values: list[Any], attrs: dict[str, Any]) -> None:
+    """GatherND's and ScatterND's check: the last axis of the indices holds one index per
+    data axis, after ``batch_dims`` batch axes."""
+    data, indices = values[0], values[1]
+    if data is None or not _known(indices) or indices.ndim == 0:
+        return
+    batch = int(attrs.get("batch_dims", 0))
+    for column in range(min(indices.shape[-1], len(data.shape) - batch)):
+        axis = batch + column
+        _in_range(names[1], indices, int(data.shape[axis]),
+                  f"axis {axis} of {names[0]!r} {list(data.shape)}", column)
+
+
 # ---------------------------------------------------------------------------- gather
-@onnx_op("Gather", since=(1, 11, 13), kind="gather")
+@onnx_op("Gather", since=(1, 11, 13), kind="gather", check=_axis_check(0, 1))
 def gather(data: Any, indices: Any, *, axis: int = 0) -> Any:
     axis = norm_axis(axis, data.ndim)
     return jnp.take(data, wrap_indices(indices, data.shape[axis]), axis=axis, mode="clip")
 
 
-@onnx_op("GatherElements", since=(11, 13), kind="gather")
+@onnx_op("GatherElements", since=(11, 13), kind="gather", check=_axis_check(0, 1))
 def gather_elements(data: Any, indices: Any, *, axis: int = 0) -> Any:
     axis = norm_axis(axis, data.ndim)
     return data[_element_index(indices, data.shape, axis)]
@@ -75,12 +132,12 @@ def _nd_index(data_shape: tuple[int, ...], indices: Any, batch_dims: int) -> tup
     return tuple(parts)
 
 
-@onnx_op("GatherND", since=11, kind="gather")
+@onnx_op("GatherND", since=11, kind="gather", check=_nd_check)
 def gather_nd_v11(data: Any, indices: Any) -> Any:
     return gather_nd(data, indices)
 
 
-@onnx_op("GatherND", since=(12, 13), kind="gather")
+@onnx_op("GatherND", since=(12, 13), kind="gather", check=_nd_check)
 def gather_nd(data: Any, indices: Any, *, batch_dims: int = 0) -> Any:
     b = int(batch_dims)
     k = indices.shape[-1]
@@ -91,29 +148,31 @@ def gather_nd(data: Any, indices: Any, *, batch_dims: int = 0) -> Any:
 
 
 # ---------------------------------------------------------------------------- scatter
-@onnx_op("Scatter", since=(9, 11), kind="gather")
+@onnx_op("Scatter", since=(9, 11), kind="gather", check=_axis_check(0, 1))
 def scatter(data: Any, indices: Any, updates: Any, *, axis: int = 0) -> Any:
     return scatter_elements(data, indices, updates, axis=axis)
 
 
-@onnx_op("ScatterElements", since=(11, 13), kind="gather")
+@onnx_op("ScatterElements", since=(11, 13), kind="gather",
+         check=_axis_check(0, 1))
 def scatter_elements_v11(data: Any, indices: Any, updates: Any, *, axis: int = 0) -> Any:
     return scatter_elements(data, indices, updates, axis=axis)
 
 
-@onnx_op("ScatterElements", since=(16, 18), kind="gather")
+@onnx_op("ScatterElements", since=(16, 18), kind="gather",
+         check=_axis_check(0, 1))
 def scatter_elements(data: Any, indices: Any, updates: Any, *, axis: int = 0,
                      reduction: str = "none") -> Any:
     axis = norm_axis(axis, data.ndim)
     return _scatter(data, _element_index(indices, data.shape, axis), updates, reduction)
 
 
-@onnx_op("ScatterND", since=(11, 13), kind="gather")
+@onnx_op("ScatterND", since=(11, 13), kind="gather", check=_nd_check)
 def scatter_nd_v11(data: Any, indices: Any, updates: Any) -> Any:
     return scatter_nd(data, indices, updates)
 
 
-@onnx_op("ScatterND", since=(16, 18), kind="gather")
+@onnx_op("ScatterND", since=(16, 18), kind="gather", check=_nd_check)
 def scatter_nd(data: Any, indices: Any, updates: Any, *, reduction: str = "none") -> Any:
     k = indices.shape[-1]
     index = _nd_index(data.shape, indices, 0)

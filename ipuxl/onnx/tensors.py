@@ -1,0 +1,142 @@
+"""Tensors stored in an ONNX model (initializers, ``Constant`` values) as NumPy arrays.
+
+A ``TensorProto`` holds its data type, its dimensions and its values in one field: the
+packed bytes of ``raw_data`` or a typed list (``float_data``, ``int64_data``...). Nothing
+in the format ties the amount of data to the dimensions, so a damaged or hand-made tensor
+can hold too few or too many values; read as it is, it would fail deep inside NumPy
+("cannot reshape array of size 2 into shape (4,)") or, padded or cut, give wrong weights.
+:func:`check_tensor_data` is the rule, applied wherever a stored tensor enters ipuxl: the
+data holds exactly what the type and the dimensions call for.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ipuxl.onnx.errors import OnnxImportError
+
+__all__ = ["check_tensor_data", "tensor_array", "dense_array"]
+
+# Element types whose raw_data packs several elements per byte: bits per element.
+_PACKED_BITS = {"INT4": 4, "UINT4": 4, "FLOAT4E2M1": 4, "INT2": 2, "UINT2": 2,
+                "FLOAT6E2M3": 6, "FLOAT6E3M2": 6}
+# Typed fields that hold two numbers per element (real and imaginary parts).
+_COMPLEX = {"COMPLEX64", "COMPLEX128"}
+_TYPED_FIELDS = ("float_data", "int32_data", "string_data", "int64_data", "double_data",
+                 "uint64_data")
+_FIX = ("The tensor is damaged, or its dims or data_type do not match its data: export "
+        "the model again, or correct the tensor (`onnx.numpy_helper.from_array(array, "
+        "name)` writes a consistent one).")
+
+
+def _type_name(tensor: Any) -> str:
+    from onnx import TensorProto
+
+    try:
+        return TensorProto.DataType.Name(tensor.data_type)
+    except ValueError:
+        return f"data_type {tensor.data_type}"
+
+
+def check_tensor_data(tensor: Any, what: str) -> None:
+    """Refuse a ``TensorProto`` whose data does not fit its type and dimensions.
+
+    Args:
+        tensor: the ``onnx.TensorProto``.
+        what: the tensor, for the message (``"initializer 'w' of the main graph 'g'"``).
+
+    Raises:
+        OnnxImportError: the data type is UNDEFINED or unknown, a dimension is negative,
+            the data is in two fields or in the wrong one, or holds more or fewer values
+            (bytes, for ``raw_data``) than the dimensions call for.
+    """
+    from onnx import TensorProto, external_data_helper, helper
+
+    kind = _type_name(tensor)
+    if tensor.data_type == TensorProto.UNDEFINED or kind.startswith("data_type"):
+        raise OnnxImportError(
+            f"The {what} has the element type {kind}, which is not an ONNX tensor type. "
+            f"{_FIX}")
+    dims = [int(d) for d in tensor.dims]
+    if any(d < 0 for d in dims):
+        raise OnnxImportError(f"The {what} has a negative dimension in its dims {dims}. {_FIX}")
+    if external_data_helper.uses_external_data(tensor):
+        return  # read (and checked) by onnx.load from the file beside the model
+    count = math.prod(dims)
+    fields = [f for f in _TYPED_FIELDS if len(getattr(tensor, f))]
+    if tensor.raw_data:
+        fields.append("raw_data")
+    if len(fields) > 1:
+        raise OnnxImportError(
+            f"The {what} holds its values in {' and '.join(fields)}; a tensor keeps them in "
+            f"one field. {_FIX}")
+    if not fields:
+        if count:
+            raise OnnxImportError(
+                f"The {what} ({kind}, dims {dims}) has no data: {count} value(s) expected. "
+                f"{_FIX}")
+        return
+    (field,) = fields
+    if field == "raw_data":
+        if tensor.data_type == TensorProto.STRING:
+            raise OnnxImportError(f"The {what} stores STRING values in raw_data, which "
+                                  f"only holds numbers; strings go in string_data. {_FIX}")
+        bits = _PACKED_BITS.get(kind)
+        if bits is None:
+            bits = 8 * helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
+        expected, found = -(-count * bits // 8), len(tensor.raw_data)
+        if found != expected:
+            raise OnnxImportError(
+                f"The {what} has {found} bytes of raw_data, but {kind} dims {dims} "
+                f"need {expected} ({count} element(s) of {bits} bits): the data is too "
+                f"{'short' if found < expected else 'long'}. {_FIX}")
+        return
+    storage = helper.tensor_dtype_to_field(tensor.data_type)
+    if field != storage:
+        raise OnnxImportError(f"The {what} is {kind} but holds its values in {field}; "
+                              f"{kind} values go in {storage}. {_FIX}")
+    if kind in _PACKED_BITS:
+        return  # packed several to an int32: numpy_helper checks the count when reading
+    expected = count * (2 if kind in _COMPLEX else 1)
+    found = len(getattr(tensor, field))
+    if found != expected:
+        raise OnnxImportError(
+            f"The {what} has {found} value(s) in {field}, but {kind} dims {dims} need "
+            f"{expected}: the data is too {'short' if found < expected else 'long'}. {_FIX}")
+
+
+def tensor_array(tensor: Any, what: str) -> np.ndarray:
+    """The NumPy array a ``TensorProto`` holds, after :func:`check_tensor_data`.
+
+    Raises:
+        OnnxImportError: see :func:`check_tensor_data`; or the data cannot be read.
+    """
+    from onnx import numpy_helper
+
+    check_tensor_data(tensor, what)
+    try:
+        return numpy_helper.to_array(tensor)
+    except Exception as error:
+        raise OnnxImportError(f"The {what} cannot be read: {type(error).__name__}: "
+                              f"{error}. {_FIX}") from None
+
+
+def dense_array(sparse: Any, what: str) -> np.ndarray:
+    """The dense array a ``SparseTensorProto`` stands for (zeros where it has no value)."""
+    values = tensor_array(sparse.values, f"values of the {what}")
+    indices = tensor_array(sparse.indices, f"indices of the {what}").astype(np.int64)
+    dims = tuple(int(d) for d in sparse.dims)
+    dense = np.zeros(dims, values.dtype)
+    try:
+        if indices.ndim == 1:
+            dense.reshape(-1)[indices] = values
+        else:
+            dense[tuple(indices.T)] = values
+    except (IndexError, ValueError) as error:
+        raise OnnxImportError(
+            f"The {what} (dims {list(dims)}) has indices or values that do not fit its "
+            f"dims: {error}. {_FIX}") from None
+    return dense
