@@ -26,8 +26,7 @@ per-round ratios to ``jax.jit``). Target (issue 13): the runtime's
 * the original ``popxl.Session.run({stream: x})[stream]`` of the Ir the package was
   saved from.
 
-A runtime Session or ModelRunner holds the CPU device alone, so the runtime sides are
-measured in separate phases, each interleaved with ``jax.jit`` (and, in the first,
+The runtime sides are measured in separate phases (each its own Session or ModelRunner), each interleaved with ``jax.jit`` (and, in the first,
 ``popxl.Session.run``); each ratio is to the ``jax.jit`` samples of its own phase.
 
 **Load to first result** (fresh subprocesses, so nothing is cached in memory; the

@@ -25,7 +25,8 @@ def restore_jax_cache_config():
 @pytest.fixture(autouse=True)
 def no_runtime_device_left_held():
     """A test that leaves an ``ipuxl.runtime`` device held fails here, by name, instead of
-    a later test waiting for that device forever (``DeviceWaitStrategy.WAIT_FOREVER``)."""
+    a later test with a fixed pool of virtual IPUs waiting for that device forever
+    (``DeviceWaitStrategy.WAIT_FOREVER``)."""
     yield
     devices = sys.modules.get("ipuxl.runtime.devices")
     if devices is None or not devices._HELD:
