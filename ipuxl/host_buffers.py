@@ -153,7 +153,11 @@ def convert_input(layout: StreamLayout, value: Any, downcast: bool) -> np.ndarra
         TypeError: the value is not numbers (None, a string, objects), or a float8 stream
             got data that is neither float8 host data nor bytes.
         ValueError: a value does not fit the stream's dtype (an int64 beyond int32 for an
-            int32 stream, NaN or 2.5 for an integer stream, 1e39 for float32).
+            int32 stream, NaN or 2.5 for an integer stream).
+
+    Warns:
+        HostValueWarning: a float beyond a narrower float stream's range became ±inf
+            (1e39 for float32), as in PopXL.
     """
     what = _describe_stream(layout)
     if not layout.is_float8:

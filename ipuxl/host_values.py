@@ -6,11 +6,13 @@ Two kinds of host values cross into ipuxl, and neither may change silently on th
   of Tensor operators such as ``t + 1``) is converted to a tensor's dtype with
   :func:`cast`. It converts like ``array.astype(dtype)`` but refuses a conversion that
   would change a value: an integer that does not fit (numpy wraps it), NaN, infinity or
-  a fraction into an integer dtype, a finite float beyond the target's largest value
-  (numpy makes it inf), anything but 0 and 1 into bool, and data that is not numbers at
-  all (None, strings, objects). Data already of the target dtype is not checked, and the
-  checks cost one min/max pass for the common narrowing conversions (int64 to int32,
-  float64 to float32).
+  a fraction into an integer dtype, an integer beyond a float dtype's largest value,
+  anything but 0 and 1 into bool, and data that is not numbers at all (None, strings,
+  objects). A float narrowed to a smaller float rounds, and a finite value beyond the
+  target's largest becomes ±inf with a :class:`HostValueWarning`, as PopXL's (NumPy's)
+  downcast does: uninitialised ``np.ndarray(shape)`` memory must still make a variable.
+  Data already of the target dtype is not checked, and the checks cost one min/max pass
+  for the common narrowing conversions (int64 to int32, float64 to float32).
 * **Integral arguments** (counts, axes, dims, sizes, indices, offsets) are read with
   :func:`index_argument`, :func:`index_arguments` and :func:`axes_argument`, which accept
   Python ints, NumPy integers and anything with ``__index__``, and refuse floats (even
@@ -29,11 +31,19 @@ Example:
     ValueError: constant: cannot convert int64 data to int8 without changing it: the value 300 is outside the int8 range [-128, 127]. Pass values that fit, or choose a wider dtype (to wrap on purpose, convert with `.astype(np.int8)` yourself first).
     >>> index_argument("repeat_count", np.int64(3))
     3
+    >>> import warnings
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("ignore", HostValueWarning)
+    ...     cast(np.array([1e39, 1.5]), np.dtype(np.float32), "constant")
+    array([inf, 1.5], dtype=float32)
 """
 
 from __future__ import annotations
 
 import operator
+import os
+import sys
+import warnings
 from collections.abc import Iterable
 from typing import Any
 
@@ -41,6 +51,7 @@ import ml_dtypes
 import numpy as np
 
 __all__ = [
+    "HostValueWarning",
     "check_numbers",
     "cast",
     "index_argument",
@@ -54,6 +65,16 @@ _FLOAT8_HOST = (
     np.dtype([("float8_152", "u1")]),
 )
 _BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+class HostValueWarning(RuntimeWarning):
+    """Host data changed on its way in, as PopXL lets it: a finite float beyond the
+    range of a narrower float dtype became ±inf.
+
+    It is a ``RuntimeWarning``, like NumPy's "overflow encountered in cast", so
+    ``warnings.simplefilter("error", RuntimeWarning)`` turns it into an error.
+    """
 
 
 def _is_float(dtype: np.dtype) -> bool:
@@ -121,10 +142,12 @@ def cast(array: np.ndarray, dtype: np.dtype, what: str, fix: str = "") -> np.nda
     """``array.astype(dtype)``, refusing any conversion that would change a value.
 
     Allowed: every value that the target dtype holds exactly, and floats rounded to a
-    narrower float (``float64`` to ``float32``), including NaN and infinities. Refused:
-    integers out of the target's range, NaN, inf or fractions into integers, finite
-    floats beyond the target's largest finite value, values other than 0/1 into bool,
-    complex values with an imaginary part into a real dtype, and non-numbers.
+    narrower float (``float64`` to ``float32``), including NaN and infinities; a finite
+    float beyond the narrower float's largest value becomes ±inf with a
+    :class:`HostValueWarning` (PopXL's downcast, NumPy's ``astype``). Refused: integers
+    out of the target's range (also integers into a float too small for them), NaN, inf
+    or fractions into integers, values other than 0/1 into bool, complex values with an
+    imaginary part into a real dtype, and non-numbers.
 
     Args:
         array: the host data.
@@ -138,6 +161,9 @@ def cast(array: np.ndarray, dtype: np.dtype, what: str, fix: str = "") -> np.nda
     Raises:
         TypeError: the data is not numbers.
         ValueError: a value would change.
+
+    Warns:
+        HostValueWarning: a finite float became ±inf in a narrower float dtype.
     """
     source = array.dtype
     if source == dtype:
@@ -147,9 +173,11 @@ def cast(array: np.ndarray, dtype: np.dtype, what: str, fix: str = "") -> np.nda
     if problem is None:
         with np.errstate(over="ignore", invalid="ignore"):
             result = array.astype(dtype)
-        problem = _overflow_problem(array, result, dtype)
-        if problem is None:
-            return result
+        overflow = _float_overflow(array, result, dtype)
+        if overflow is not None:
+            warnings.warn(f"{what}: {overflow}", HostValueWarning,
+                          stacklevel=_caller_stacklevel())
+        return result
     raise ValueError(
         f"{what}: cannot convert {source} data to {dtype} without changing it: {problem}"
         + (f" {fix}" if fix else "")
@@ -227,13 +255,13 @@ def _integer_problem(array: np.ndarray, dtype: np.dtype) -> str | None:
     return None
 
 
-def _overflow_problem(array: np.ndarray, result: np.ndarray, dtype: np.dtype) -> str | None:
-    """After a float narrowing: a finite value that became inf, or None."""
+def _float_overflow(array: np.ndarray, result: np.ndarray, dtype: np.dtype) -> str | None:
+    """After a float narrowing: what became inf (the first such value), or None."""
     if result.size == 0 or not (_is_float(dtype) or dtype.kind == "c"):
         return None
     source = array.dtype
     if not (_is_float(source) or source.kind == "c"):
-        return None
+        return None  # integers beyond a float's range were refused before converting
     if source.kind != "c" and dtype.kind != "c" and (
             ml_dtypes.finfo(source).max <= ml_dtypes.finfo(dtype).max):
         return None  # widening: nothing can overflow
@@ -246,9 +274,23 @@ def _overflow_problem(array: np.ndarray, result: np.ndarray, dtype: np.dtype) ->
     overflowed = np.isinf(result) & np.isfinite(array)
     if not np.any(overflowed):
         return None
+    count = int(np.count_nonzero(overflowed))
+    first = result.reshape(-1)[int(np.flatnonzero(overflowed)[0])]
+    became = "-inf" if dtype.kind != "c" and first < 0 else "inf"
     largest = (np.finfo(dtype) if dtype.kind == "c" else ml_dtypes.finfo(dtype)).max
-    return (f"{_at(array, overflowed)} is beyond the largest finite {dtype} ({largest:.7g}) and "
-            f"would become inf. Keep a wider float dtype, or scale the data.")
+    others = f" (and {count - 1} more)" if count > 1 else ""
+    return (f"overflow encountered in cast from {source} to {dtype}: {_at(array, overflowed)}"
+            f"{others} is beyond the largest finite {dtype} ({largest:.7g}) and became {became}, "
+            "as in PopXL. Keep a wider float dtype, or scale the data, to keep it finite.")
+
+
+def _caller_stacklevel() -> int:
+    """The ``stacklevel`` that points a warning at the first frame outside ipuxl (the
+    user's line), counted from the function that calls ``warnings.warn``."""
+    frame, level = sys._getframe(2), 2
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 # ----------------------------------------------------------------------------- arguments

@@ -23,12 +23,19 @@ step on JAX's tracers:
   dispatch, so a steady call costs what a ``jax.jit`` call costs. The Irs are kept in a
   bounded cache (``cache_size``); :attr:`JitFunction.trace_count` counts Ir builds.
 
+Arguments cross the host boundary under ``Session.run``'s rule: a value never changes on
+the way in. While JAX's 64-bit mode is off, an int64 or uint64 array, NumPy integer or
+Python int that does not fit 32 bits raises ``ValueError`` (JAX would wrap it:
+``2**40 + 1`` becomes ``1``); see :mod:`ipuxl.jit_dispatch`.
+
 State. Variables the function creates (``popxl.variable``, in the main graph as in
 PopXL) are the function's state: made on the first call from their initial values, kept
 on the device between calls (donated, updated in place by PopXL's in-place ops and
 ``var_updates``), shared by every signature that creates a variable of the same name, and
 read back with :attr:`JitFunction.variables`. A stateless function has no state argument
-at all.
+at all. Calls of a stateful function take turns (a lock, as ``Session.run`` has): each
+call donates the state the previous one made, so two at once would consume the same
+buffers. Stateless calls never wait.
 
 ``device="ipu_model"`` also runs the IPU model (:mod:`ipuxl.sim`) once per signature:
 ``fn.report(*args)`` returns its estimate, and a signature that does not fit raises
@@ -40,6 +47,7 @@ from __future__ import annotations
 import collections
 import functools
 import inspect
+import threading
 import time
 import weakref
 from collections.abc import Callable, Sequence
@@ -51,9 +59,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax import api_util, tree_util
 
-from ipuxl import dtypes, profiling
+from ipuxl import dtypes, host_values, profiling
 from ipuxl.context import BUILDING_HOOKS, get_current_context
 from ipuxl.ir import Ir
+from ipuxl.jit_dispatch import check_arguments, fast_call
 from ipuxl.lowering import Function, host_to_device_array, lower_function
 from ipuxl.module import Module
 from ipuxl.ops.host_io import host_load, host_store
@@ -132,15 +141,20 @@ class JitFunction:
         functools.update_wrapper(self, fn)
         self._fn = fn
         self._positional = positional_names(fn)
-        self._static_argnums = _int_tuple(static_argnums)
-        self._static_argnames = _str_tuple(static_argnames)
-        self._donate_argnums = _int_tuple(donate_argnums)
+        self._static_argnums = _as_tuple(
+            host_values.axes_argument("static_argnums", static_argnums, _JIT))
+        self._static_argnames = _str_tuple("static_argnames", static_argnames)
+        self._donate_argnums = _as_tuple(
+            host_values.axes_argument("donate_argnums", donate_argnums, _JIT))
         self._device = device
-        self._cache_size = cache_size
+        self._cache_size = _checked_cache_size(cache_size)
         self._builds: collections.OrderedDict[Any, _Built] = collections.OrderedDict()
         self.trace_count = 0
         self._per_instance: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._state: dict[str, jax.Array] = {}
+        # Held by stateful calls (they donate the state), by Ir builds (the cache) and by
+        # reads of the state; stateless calls run without it.
+        self._lock = threading.RLock()
         self._stateless = jax.jit(self._trace_stateless, static_argnums=self._static_argnums,
                                   static_argnames=self._static_argnames,
                                   donate_argnums=self._donate_argnums)
@@ -153,10 +167,12 @@ class JitFunction:
 
     # ----------------------------------------------------------------- calling
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        check_arguments(self, args, kwargs)
         try:
             result = self._call(*args, **kwargs)
         except _NeedsState as need:
-            self._add_state(need.built)
+            with self._lock:
+                self._add_state(need.built)
             return self._call(*args, **kwargs)
         except TypeError:
             # Called with Tensors, from inside another jitted function or a graph being
@@ -168,13 +184,14 @@ class JitFunction:
             self._go_fast()
         return result
 
-    # A stateless function, once called, is called by JAX's C++ dispatch directly: its
-    # class becomes one whose __call__ is the jax.jit function itself (no Python frame).
-    # While a program is being built, every such function goes back to the Python path.
+    # A stateless function, once called, takes the fast path: its class becomes one whose
+    # __call__ looks at the argument types and hands the call to JAX's C++ dispatch (see
+    # jit_dispatch.fast_call). While a program is being built, every such function goes back to the
+    # Python path.
     def _go_fast(self) -> None:
         if self._fast_class is None:
             self._fast_class = type(type(self).__name__, (JitFunction,),
-                                    {"__call__": staticmethod(self._stateless)})
+                                    {"__call__": staticmethod(fast_call(self))})
         self.__class__ = self._fast_class
         _FAST.add(self)
 
@@ -182,7 +199,8 @@ class JitFunction:
         self.__class__ = JitFunction
 
     def _call_stateful(self, *args: Any, **kwargs: Any) -> Any:
-        outputs, self._state = self._stateful(self._state, *args, **kwargs)
+        with self._lock:
+            outputs, self._state = self._stateful(self._state, *args, **kwargs)
         return outputs
 
     def __get__(self, instance: Any, owner: Any = None) -> Any:
@@ -209,8 +227,11 @@ class JitFunction:
 
     @property
     def variables(self) -> dict[str, np.ndarray]:
-        """The function's variables (by name) as NumPy arrays, as of the last call."""
-        return {name: np.asarray(value) for name, value in self._state.items()}
+        """The function's variables (by name) as NumPy arrays, as of the last call that
+        finished: a snapshot, read between calls (a call running in another thread is
+        waited for), that later calls leave as it is."""
+        with self._lock:
+            return {name: np.array(value) for name, value in self._state.items()}
 
     # ----------------------------------------------------------------- tracing
     def _trace_stateless(self, *args: Any, **kwargs: Any) -> Any:
@@ -276,14 +297,15 @@ class JitFunction:
 
     def _built_for(self, args: tuple, kwargs: dict) -> _Built:
         key = self._key(args, kwargs)
-        built = self._builds.get(key)
-        if built is None:
-            built = self._build(args, kwargs)
-            self._builds[key] = built
-            while len(self._builds) > self._cache_size:
-                self._builds.popitem(last=False)
-        else:
-            self._builds.move_to_end(key)
+        with self._lock:  # JAX may trace one function in several threads at once
+            built = self._builds.get(key)
+            if built is None:
+                built = self._build(args, kwargs)
+                self._builds[key] = built
+                while len(self._builds) > self._cache_size:
+                    self._builds.popitem(last=False)
+            else:
+                self._builds.move_to_end(key)
         return built
 
     def _build(self, args: tuple, kwargs: dict) -> _Built:
@@ -349,12 +371,13 @@ class JitFunction:
         """The Ir built for these arguments (built now if it is not cached), its program
         and JAX's lowering."""
         built = self._built_for(args, kwargs)
-        if built.program.variables and self._call is self._stateless:
-            self._add_state(built)
-        if self._call is self._stateless:
-            lowered = self._stateless.lower(*args, **kwargs)
-        else:
-            lowered = self._stateful.lower(self._state, *args, **kwargs)
+        with self._lock:
+            if built.program.variables and self._call is self._stateless:
+                self._add_state(built)
+            if self._call is self._stateless:
+                lowered = self._stateless.lower(*args, **kwargs)
+            else:
+                lowered = self._stateful.lower(self._state, *args, **kwargs)
         return Lowered(built.ir, built.program, lowered, built.report)
 
     def report(self, *args: Any, **kwargs: Any) -> Any:
@@ -384,10 +407,15 @@ def jit(fn: Callable[..., Any] | None = None, *, static_argnums: int | Sequence[
         device: ``"cpu"``, or ``"ipu_model"`` or a device from
             ``popart.DeviceManager().createIpuModelDevice(...)``: also estimate each
             signature on the IPU model (``fn.report(*args)``).
-        cache_size: Irs kept (least recently used dropped first).
+        cache_size: Irs kept (least recently used dropped first), at least 1.
 
     Returns:
         A :class:`JitFunction` (or a decorator, when ``fn`` is not given).
+
+    Raises:
+        TypeError: ``fn`` is not callable; an argument number or ``cache_size`` is not an
+            int; an argument name is not a string.
+        ValueError: ``cache_size`` is below 1; ``device`` is not a known device.
     """
     if fn is None:
         return functools.partial(jit, static_argnums=static_argnums,
@@ -401,6 +429,7 @@ def jit(fn: Callable[..., Any] | None = None, *, static_argnums: int | Sequence[
 
 
 _FAST: weakref.WeakSet[JitFunction] = weakref.WeakSet()
+_JIT = "ipuxl.jit"
 
 
 def _while_building(building: bool) -> None:
@@ -468,9 +497,30 @@ def positional_names(fn: Callable[..., Any]) -> list[str]:
     return [p.name for p in parameters if p.kind in kinds]
 
 
-def _int_tuple(value: int | Sequence[int]) -> tuple[int, ...]:
-    return (value,) if isinstance(value, int) else tuple(int(v) for v in value)
+def _as_tuple(value: int | tuple[int, ...] | None) -> tuple[int, ...]:
+    if value is None:
+        return ()
+    return (value,) if isinstance(value, int) else value
 
 
-def _str_tuple(value: str | Sequence[str]) -> tuple[str, ...]:
-    return (value,) if isinstance(value, str) else tuple(value)
+def _str_tuple(name: str, value: str | Sequence[str]) -> tuple[str, ...]:
+    names = (value,) if isinstance(value, (str, int)) else tuple(value)
+    for entry in names:
+        if not isinstance(entry, str):
+            raise TypeError(
+                f"{_JIT}: `{name}` must be a string or a sequence of strings (parameter "
+                f"names), got {type(entry).__name__} {entry!r}. Pass the names as strings, "
+                "or the positions as static_argnums."
+            )
+    return names
+
+
+def _checked_cache_size(value: Any) -> int:
+    size = host_values.index_argument("cache_size", value, _JIT)
+    if size < 1:
+        raise ValueError(
+            f"{_JIT}: `cache_size` is the number of Irs kept (least recently used dropped "
+            f"first) and must be at least 1; got {size}. Pass a positive int, such as the "
+            f"default {DEFAULT_CACHE_SIZE}."
+        )
+    return size

@@ -297,6 +297,39 @@ class ReplicaGrouping:
         """
         return list(self._const_maps()[2])
 
+    def check_belongs_to(self, ir: Ir, what: str) -> None:
+        """Refuse this grouping in ``ir`` unless ``ir`` made it for its current replication
+        factor. Groupings never cross Irs: a variable's and a collective's group are
+        replicas of the Ir being built, and a grouping counts the replicas it was made for.
+
+        Args:
+            ir: the Ir the grouping is used in (the current graph's).
+            what: the function or op using it, for the message (``"popxl.variable"``).
+
+        Raises:
+            ValueError: the grouping is for another replication factor, or another Ir.
+
+        Example:
+            >>> other = popxl.Ir(replication=4)
+            >>> other.replica_grouping(group_size=2).check_belongs_to(popxl.Ir(replication=2),
+            ...                                                      "popxl.variable")
+            Traceback (most recent call last):
+            ...
+            ValueError: popxl.variable: the replica grouping ReplicaGrouping(num_replicas=4, stride=1, group_size=2, num_groups=2) is for 4 replicas, but the Ir has replication_factor=2. Make the grouping after setting the replication factor.
+        """
+        if self._num_replicas != ir.replication_factor:
+            raise ValueError(
+                f"{what}: the replica grouping {self!r} is for {self._num_replicas} replicas, "
+                f"but the Ir has replication_factor={ir.replication_factor}. Make the grouping "
+                "after setting the replication factor."
+            )
+        if self._ir is not ir:
+            raise ValueError(
+                f"{what}: the replica grouping {self!r} belongs to another Ir, and the current "
+                f"graph is in {ir!r}. Groupings cannot cross Irs: make it with "
+                "`ir.replica_grouping(stride, group_size)` of the Ir you are building."
+            )
+
     def transpose(self) -> ReplicaGrouping:
         """The grouping whose group ``i`` holds the ``i``-th replica of every group of ``self``.
 

@@ -39,7 +39,7 @@ from ipuxl.remote_buffer import (
 )
 from ipuxl.replication import shard_chunks
 from ipuxl.tensor import Tensor, Variable, checked_shape
-from ipuxl.tensor_factories import variable
+from ipuxl.tensor_factories import checked_replica_grouping, variable
 
 if TYPE_CHECKING:
     from ipuxl.replica_grouping import ReplicaGrouping
@@ -109,7 +109,7 @@ def replica_sharded_buffer(shape: Iterable[int], dtype: dtypes.dtype,
         ValueError: ``shard_over`` exceeds or does not divide the group size.
     """
     ir = get_current_context().graph.ir
-    grouping = replica_grouping or ir.replica_grouping()
+    grouping = checked_replica_grouping(replica_grouping, ir, "popxl.replica_sharded_buffer")
     shape = checked_shape(shape, dtype)
     if grouping.num_groups > 1:
         shape = shape[1:]
@@ -142,7 +142,7 @@ def remote_replica_sharded_variable(
     what = "remote_replica_sharded_variable"
     remote_buffer = check_buffer(remote_buffer, what, "`popxl.replica_sharded_buffer`")
     slot = check_slot(remote_buffer, offset, what)
-    grouping = replica_grouping or ir.replica_grouping()
+    grouping = checked_replica_grouping(replica_grouping, ir, f"popxl.{what}")
     over = _shard_over(grouping, remote_buffer._shard_over)
     var = variable(data, dtype, name, downcast, grouping, retrieval_mode, log2_scale,
                    nan_on_overflow)
@@ -177,7 +177,7 @@ def replica_sharded_variable(
     """
     ir = get_current_context().graph.ir
     _check_replicated(ir)
-    grouping = replica_grouping or ir.replica_grouping()
+    grouping = checked_replica_grouping(replica_grouping, ir, "popxl.replica_sharded_variable")
     over = _shard_over(grouping, shard_over)
     handle = variable(data, dtype, name, downcast, grouping, retrieval_mode, log2_scale,
                       nan_on_overflow)

@@ -214,7 +214,9 @@ class SessionData:
                     data = np.broadcast_to(data, (self._global_replicas, *data.shape))
                 else:
                     data = data[np.asarray(grouping.assignment)]
-        view = data.view()
+        # Always an ndarray (0-d for a scalar: indexing a slot of a buffer of scalars gives
+        # a NumPy scalar), read-only: a view, so the Session's copy stays its own.
+        view = np.asarray(data).view()
         view.flags.writeable = False
         return view
 
@@ -251,7 +253,9 @@ class SessionData:
                         f"Cannot write a Python number to float8 variable {tensor.id}: convert "
                         "it first with `popxl.fp8_utils.host_pow2scale_cast_to_fp8`."
                     )
-                # A number takes the variable's dtype, but only if its value fits.
+                # A number takes the variable's dtype, but only if its value fits (and
+                # only for a scalar variable: no conversion warning before a shape error).
+                _check_host_shape(tensor, ())
                 data = host_values.cast(np.asarray(data), expected,
                                         f"write_variable_data to `{tensor.id}`")
             data = np.asarray(data)
@@ -261,11 +265,7 @@ class SessionData:
                     f"of the tensor {tensor.id} ({expected}). Convert it with "
                     f"`data.astype({expected})`."
                 )
-            if data.shape != tensor.shape_on_host:
-                raise ValueError(
-                    f"The shape of the input array {data.shape} must match the shape of the "
-                    f"tensor {tensor.id} on the host {tensor.shape_on_host}."
-                )
+            _check_host_shape(tensor, data.shape)
             if tensor.retrieval_mode == "all_replicas" and tensor.replica_grouping.group_size > 1:
                 raise NotImplementedError(
                     f'Copying to tensor {tensor.id} with "all_replicas" retreval mode is not yet '
@@ -322,6 +322,14 @@ class SessionData:
         self._device_state = tuple(state)
         self.transfers.weights_from_host += 1
         _LOG.debug("Writing weights from host complete (%d written variables).", len(written))
+
+
+def _check_host_shape(tensor: Variable, shape: tuple[int, ...]) -> None:
+    if shape != tensor.shape_on_host:
+        raise ValueError(
+            f"The shape of the input array {shape} must match the shape of the "
+            f"tensor {tensor.id} on the host {tensor.shape_on_host}."
+        )
 
 
 @jax.jit(static_argnums=(2, 3))

@@ -13,7 +13,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -21,11 +21,9 @@ from ipuxl import dtypes
 from ipuxl.context import get_current_context
 from ipuxl.op import check_in_graph
 from ipuxl.popart import VariableRetrievalMode
+from ipuxl.replica_grouping import ReplicaGrouping
 from ipuxl.tensor import Constant, Tensor, TensorSpec, Variable
 from ipuxl.utils import downcast_np_dtypes, to_numpy
-
-if TYPE_CHECKING:
-    from ipuxl.replica_grouping import ReplicaGrouping
 
 __all__ = ["variable", "constant", "graph_input", "graph_output", "remote_variable"]
 
@@ -61,11 +59,16 @@ def variable(
 
     Raises:
         RuntimeError: no graph is on the context stack.
-        TypeError: ``data`` is not numbers (None, strings, objects).
+        TypeError: ``data`` is not numbers (None, strings, objects); ``replica_grouping``
+            is not a ReplicaGrouping.
         ValueError: not in the main graph; bad retrieval mode; data does not match the
             grouping; a memmap that would need converting; a value that does not fit the
             dtype (an int64 value beyond int32 when downcasting, 300 for int8, NaN or 2.5
-            for an integer dtype, 1e39 for float32).
+            for an integer dtype); a replica grouping of another Ir or replication factor.
+
+    Warns:
+        HostValueWarning: a float beyond a narrower float's range became ±inf (1e39 for
+            float32, as PopXL's downcast makes it).
     """
     context = get_current_context()
     graph = context.graph
@@ -84,7 +87,7 @@ def variable(
         raise ValueError(
             f"Invalid retrieval_mode: {retrieval_mode!r}. Use one of {_RETRIEVAL_MODES}."
         )
-    grouping = replica_grouping or graph.ir.replica_grouping()
+    grouping = checked_replica_grouping(replica_grouping, graph.ir, _what("variable", name))
     if isinstance(data, np.memmap):
         _check_memmap(data, dtype, downcast)
     host = to_numpy(data, dtype, downcast, copy=False, log2_scale=log2_scale,
@@ -209,6 +212,26 @@ def _what(factory: str, name: str | None) -> str:
     return f"popxl.{factory}(name={name!r})" if name else f"popxl.{factory}"
 
 
+def checked_replica_grouping(grouping: Any, ir: Any, what: str) -> ReplicaGrouping:
+    """A variable's replica grouping: None (all replicas in one group), or one made by the
+    variable's Ir for its replication factor (the rule collectives apply to their groups).
+
+    Raises:
+        TypeError: ``grouping`` is not a ReplicaGrouping or None.
+        ValueError: it was made for another replication factor or by another Ir.
+    """
+    if grouping is None:
+        return ir.replica_grouping()
+    if not isinstance(grouping, ReplicaGrouping):
+        raise TypeError(
+            f"{what}: `replica_grouping` must be a popxl.ReplicaGrouping or None, got "
+            f"{type(grouping).__name__} {grouping!r}. Make one with "
+            "`ir.replica_grouping(stride, group_size)`."
+        )
+    grouping.check_belongs_to(ir, what)
+    return grouping
+
+
 def _check_memmap(data: np.memmap, dtype: dtypes.dtype | None, downcast: bool) -> None:
     """A memmap variable uses the file's memory directly, so it must need no conversion."""
     wanted = None if dtype is None else dtypes.dtype.as_dtype(dtype).as_numpy()
@@ -259,6 +282,8 @@ def remote_variable(
     """
     from ipuxl.remote_buffer import RemoteSlot, check_buffer, check_slot
 
+    what = _what("remote_variable", name)
+    checked_replica_grouping(replica_grouping, get_current_context().graph.ir, what)
     remote_buffer = check_buffer(remote_buffer, "remote_variable")
     slot = check_slot(remote_buffer, offset, "remote_variable")
     var = variable(data, dtype, name, downcast, replica_grouping, retrieval_mode, log2_scale,

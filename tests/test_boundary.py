@@ -1,7 +1,8 @@
 """No silent wrong numbers at the host boundary (issue 8): host data that does not fit its
 dtype, non-integral counts, axes and sizes, non-numbers where numbers are expected, and
 out-of-range indices known when the graph is built all raise; accepted conversions are
-exact (checked against NumPy's own casts).
+exact (checked against NumPy's own casts). Floats beyond a narrower float's range become
+±inf with a HostValueWarning, as PopXL's downcast does (issue 20).
 """
 
 import re
@@ -13,7 +14,13 @@ import pytest
 import ipuxl as popxl
 import ipuxl.ops as ops
 from ipuxl import fp8_utils, utils
-from ipuxl.host_values import axes_argument, cast, index_argument, index_arguments
+from ipuxl.host_values import (
+    HostValueWarning,
+    axes_argument,
+    cast,
+    index_argument,
+    index_arguments,
+)
 from ipuxl.utils import to_numpy
 
 INT_DTYPES = [popxl.int8, popxl.int16, popxl.int32, popxl.int64,
@@ -58,11 +65,7 @@ BAD_DATA = [
     (np.array([2**33], np.uint64), None, ValueError, r"uint64 data to uint32.*8589934592"),
     (-1, popxl.uint32, ValueError, r"-1 is outside the uint32 range"),
     (2**70, None, ValueError, r"1180591620717411303424 does not fit in 64 bits"),
-    (np.array([1e39]), None, ValueError, r"1e\+39 .*beyond the largest finite float32"),
-    (1e39, popxl.float32, ValueError, r"beyond the largest finite float32"),
-    (70000.0, popxl.float16, ValueError, r"70000.0 is beyond the largest finite float16"),
     (70000, popxl.float16, ValueError, r"70000 .*beyond the largest finite float16"),
-    (1e39, popxl.bfloat16, ValueError, r"beyond the largest finite bfloat16"),
     (np.nan, popxl.int32, ValueError, r"the value nan has no integer value.*np.nan_to_num"),
     (-np.inf, popxl.uint8, ValueError, r"the value -inf has no integer value"),
     (2.5, popxl.int32, ValueError, r"2.5 is not a whole number.*np.round"),
@@ -90,6 +93,45 @@ def test_host_data_that_would_change_raises(data, dtype, error, match):
             popxl.constant(data, dtype, name="c")
         with pytest.raises(error, match=r"^popxl.variable: .*" + match):
             popxl.variable(data, dtype)
+
+
+# (data, dtype, message, expected): floats beyond a narrower float become ±inf, with a
+# warning that names the tensor and the first such value (PopXL's downcast, issue 20).
+FLOAT_OVERFLOWS = [
+    (np.array([1e39]), None, r"1e\+39 at index 0 is beyond the largest finite float32", [np.inf]),
+    (1e39, popxl.float32, r"the value 1e\+39 is beyond the largest finite float32", np.inf),
+    (70000.0, popxl.float16, r"70000.0 is beyond the largest finite float16 \(65504\)",
+     np.inf),
+    (-1e39, popxl.bfloat16, r"-1e\+39 is beyond the largest finite bfloat16 .*became -inf",
+     -np.inf),
+    ([1.0, -1e300, np.nan, 1e300], None,
+     r"-1e\+300 at index 1 \(and 1 more\) is beyond .*became -inf",
+     [1.0, -np.inf, np.nan, np.inf]),
+]
+
+
+@pytest.mark.parametrize("data, dtype, match, expected", FLOAT_OVERFLOWS)
+def test_silent_float_overflow_becomes_inf_with_a_warning(data, dtype, match, expected):
+    target = np.dtype(np.float32) if dtype is None else np.dtype(dtype.as_numpy())
+    with pytest.warns(HostValueWarning, match=r"^to_numpy: overflow encountered in cast from "
+                                              r"float64 .*" + match):
+        converted = to_numpy(data, dtype)
+    assert converted.dtype == target
+    np.testing.assert_array_equal(converted.astype(np.float64), expected)
+    with popxl.Ir().main_graph:
+        with pytest.warns(HostValueWarning, match=r"^popxl.constant\(name='c'\): .*" + match):
+            const = popxl.constant(data, dtype, name="c")
+        with pytest.warns(HostValueWarning, match=r"^popxl.variable: .*" + match):
+            var = popxl.variable(data, dtype)
+    for tensor in (const, var):
+        np.testing.assert_array_equal(tensor._data.astype(np.float64), expected)
+
+
+def test_silent_float_overflow_warning_points_at_the_callers_line():
+    with popxl.Ir().main_graph:
+        with pytest.warns(HostValueWarning) as caught:
+            popxl.constant(np.array([1e39]))
+    assert caught[0].filename == __file__
 
 
 def test_accepted_conversions_are_exact():
@@ -136,12 +178,16 @@ def _operator_cases():
             (lambda: u8 - (-1), r"-1 is outside the uint8 range"),
             (lambda: i32 + 0.5, r"0.5 is not a whole number"),
             (lambda: i32 / np.float64(np.nan), r"nan has no integer value"),
-            (lambda: f16 + 1e5, r"100000.0 is beyond the largest finite float16"),
             (lambda: b & 2, r"the value 2 is not 0 or 1"),
         ]
         for build, match in cases:
             with pytest.raises(ValueError, match=match):
                 build()
+        # A float beyond the tensor's float dtype becomes inf, with a warning (PopXL's cast).
+        with pytest.warns(HostValueWarning, match=r"100000.0 is beyond the largest finite "
+                                                  "float16 .*became inf"):
+            beyond = f16 + 1e5
+        assert beyond.dtype == popxl.float16
         # In range: the host value takes the tensor's dtype exactly.
         assert (i32 + np.int64(2**31 - 1)).dtype == popxl.int32
         assert (i8 * 2.0).dtype == popxl.int8
@@ -150,7 +196,7 @@ def _operator_cases():
 
 
 def test_tensor_operators_refuse_host_values_that_do_not_fit():
-    assert _operator_cases() == 8
+    assert _operator_cases() == 7
 
 
 # ----------------------------------------------------------------------------- streams
@@ -188,8 +234,6 @@ BAD_STREAM_INPUTS = [
     ("i32", np.array([2**40, 1]), ValueError, r"`i32`.*1099511627776 at index 0 is outside"),
     ("i32", [2.5, 1.0], ValueError, r"`i32`.*2.5 at index 0 is not a whole number"),
     ("b", [2, 0], ValueError, r"`b` \(bool\).*not 0 or 1"),
-    ("f32", np.array([1e39, 0.0]), ValueError, r"`f32`.*beyond the largest finite float32"),
-    ("f16", [1e5, 0.0], ValueError, r"`f16`.*beyond the largest finite float16"),
     ("i64", [2**64, 0], ValueError, r"`i64`.*does not fit in 64 bits"),
 ]
 
@@ -208,6 +252,19 @@ def test_stream_inputs_that_fit_are_converted_exactly(streams):
     np.testing.assert_array_equal(results["f32"], wide.astype(np.float32))
     assert results["i32"].tolist() == [2, -3] and results["b"].tolist() == [True, False]
     np.testing.assert_array_equal(results["f16"], np.array([65504.0, 1e-9], np.float16))
+
+
+def test_silent_stream_inputs_beyond_a_float_become_inf_with_a_warning(streams):
+    with pytest.warns(HostValueWarning) as caught:
+        results = _run(streams, f32=np.array([1e39, 0.5]), f16=[1.0, -1e5])
+    messages = sorted(str(w.message) for w in caught)
+    assert len(messages) == 2
+    assert re.match(r"input stream `f16` \(float16\): overflow .*-100000.0 at index 1 .*"
+                    r"became -inf", messages[0])
+    assert re.match(r"input stream `f32` \(float32\): overflow .*1e\+39 at index 0 .*"
+                    r"became inf", messages[1])
+    np.testing.assert_array_equal(results["f32"], np.array([np.inf, 0.5], np.float32))
+    np.testing.assert_array_equal(results["f16"], np.array([1.0, -np.inf], np.float16))
 
 
 def test_a_stream_of_another_ir_with_the_same_name_is_named_as_such(streams):

@@ -73,7 +73,7 @@ def test_runtime_calls_need_attaching(program):
     (None, TypeError, r"^The dtype of the input array \(object\) must match"),
     (np.zeros(3, np.float32), ValueError, r"^The shape of the input array \(3,\) must match"),
     (np.zeros(2, np.float64), TypeError, r"^The dtype of the input array \(float64\)"),
-    (1e39, ValueError, r"beyond|outside|inf"),
+    (1e39, ValueError, r"^The shape of the input array \(\) must match"),
 ])
 def test_write_variable_data_refuses_what_does_not_fit(program, data, error, message):
     ir, x, v, y = program

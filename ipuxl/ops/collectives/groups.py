@@ -100,20 +100,8 @@ def replica_assignment(group: Any, op: str) -> tuple[int, ...]:
             f"support: {op} got {group!r}. Use a grouping made with "
             "`ir.replica_grouping(stride, group_size)`, whose groups are evenly spaced."
         )
+    group.check_belongs_to(ir, op)
     assignment = group.assignment
-    if len(assignment) != ir.replication_factor:
-        raise ValueError(
-            f"{op}: the replica grouping {group!r} is for {len(assignment)} replicas, but "
-            f"the Ir has replication_factor={ir.replication_factor}. Make the grouping "
-            "after setting the replication factor."
-        )
-    # Groupings compare equal only within one Ir: rebuild this one in the current Ir.
-    if group != ir.replica_grouping(group.stride, group.group_size):
-        raise ValueError(
-            f"{op}: the replica grouping {group!r} belongs to another Ir, and the current "
-            f"graph is in {ir!r}. Groupings cannot cross Irs: make it with "
-            "`ir.replica_grouping(stride, group_size)` of the Ir you are building."
-        )
     return tuple(assignment)
 
 
