@@ -2,7 +2,8 @@
 
 After :func:`alias_popxl`, ``popxl`` *is* the ``ipuxl`` package: ``popxl.ops is
 ipuxl.ops``, ``popxl.X`` is ``ipuxl.X`` for every submodule, ``popart`` is the
-compatibility shim ``ipuxl.popart``, and ``popart.ir`` (PopXL's predecessor) is ipuxl too.
+compatibility shim ``ipuxl.popart``, ``popart.ir`` (PopXL's predecessor) is ipuxl too, and
+``popdist`` (the launcher's library, with ``popdist.popart``) is ``ipuxl.popdist``.
 The ipuxl modules keep their own ``__name__`` and ``__spec__``.
 
 Example:
@@ -31,6 +32,7 @@ _PREFIXES: tuple[tuple[str, str], ...] = (
     ("popart.ir", "ipuxl"),
     ("popxl", "ipuxl"),
     ("popart", "ipuxl.popart"),
+    ("popdist", "ipuxl.popdist"),
 )
 
 
@@ -81,8 +83,9 @@ _FINDER = _AliasFinder()
 
 
 def alias_popxl() -> None:
-    """Make ``import popxl``, ``import popxl.ops``, ``from popxl.tensor import Tensor`` and
-    ``import popart`` give ipuxl's modules in this process. Calling it again does nothing.
+    """Make ``import popxl``, ``import popxl.ops``, ``from popxl.tensor import Tensor``,
+    ``import popart`` and ``import popdist`` give ipuxl's modules in this process. Calling
+    it again does nothing.
 
     Modules already imported under the alias names (a real PopXL) are left in place.
     """

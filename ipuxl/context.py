@@ -79,6 +79,11 @@ class Context:
     source: tuple[str, int] | None = None  # set by source_location (imported models)
 
     @property
+    def io_tile_set(self) -> bool:
+        """PopXL's name for :attr:`io_tiles`: whether new ops go on the IO tiles."""
+        return self.io_tiles
+
+    @property
     def in_sequence(self) -> InSequenceMode:
         return self.sequence[-1].mode if self.sequence else None
 

@@ -121,6 +121,27 @@ class Graph:
                 seen.setdefault(graph, None)
         return tuple(seen)
 
+    @property
+    def _pb_graph(self) -> Any:
+        """PopART's Graph object: the :mod:`ipuxl.popart._internal.ir` view of this graph
+        (the same object on every access)."""
+        from ipuxl.popart._internal.ir._graph import graph_view
+
+        return graph_view(self)
+
+    @classmethod
+    def _from_pb(cls, pb_graph: Any) -> Graph:
+        """The graph that ``pb_graph`` (a ``graph._pb_graph``) views."""
+        from ipuxl.ir import _viewed
+        from ipuxl.popart._internal.ir import Graph as PbGraph
+
+        return _viewed(pb_graph, PbGraph, "Graph._from_pb", "graph._pb_graph")
+
+    def _create_tensor_id(self, name: str | None = None) -> str:
+        """A new tensor id for ``name`` in this graph (scope and suffix as for a tensor
+        made now), without making the tensor."""
+        return self._unique_id(name)
+
     def get_tensor(self, tensor_id: str) -> Tensor:
         """The tensor of this graph with id ``tensor_id`` (the full id, graph scope included).
 

@@ -213,10 +213,19 @@ class Ir:
     @property
     def _pb_ir(self) -> Any:
         """PopART's Ir object as PopXL programs use it: ``getSessionOptions()`` (the same
-        options on every call) and ``logIr()``; see :mod:`ipuxl.session_options`."""
-        from ipuxl.session_options import PbIr
+        options on every call), ``logIr()`` and the graph reads and edits of
+        :mod:`ipuxl.popart._internal.ir`, a view of this Ir (the same object on every
+        access)."""
+        from ipuxl.popart._internal.ir._graph import ir_view
 
-        return PbIr(self)
+        return ir_view(self)
+
+    @classmethod
+    def _from_pb(cls, pb_ir: Any) -> Ir:
+        """The Ir that ``pb_ir`` (an ``ir._pb_ir``) views."""
+        from ipuxl.popart._internal.ir import Ir as PbIr
+
+        return _viewed(pb_ir, PbIr, "Ir._from_pb", "ir._pb_ir")
 
     # ----------------------------------------------------------------- internals
     def _next_counter(self) -> int:
@@ -258,6 +267,20 @@ class Ir:
                 f"{other!r}."
             )
         return self._id == other._id
+
+
+def _viewed(view: Any, view_class: type, where: str, handle: str) -> Any:
+    """The ipuxl object behind a ``popart._internal.ir`` view.
+
+    Raises:
+        TypeError: ``view`` is not a ``view_class``.
+    """
+    if not isinstance(view, view_class):
+        raise TypeError(
+            f"{where} takes a popart._internal.ir.{view_class.__name__} (`{handle}`), got "
+            f"{type(view).__name__}: {view!r}."
+        )
+    return view._object
 
 
 def _at_least_one(name: str, value: Any) -> int:

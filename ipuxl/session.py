@@ -59,10 +59,16 @@ from ipuxl.session_compile import SessionCompile
 from ipuxl.session_data import SessionData
 from ipuxl.sim import device as sim_device
 from ipuxl.sim import oom as sim_oom
-from ipuxl.tensor import Variable
+from ipuxl.streams import DeviceToHostStream, HostToDeviceStream
+from ipuxl.tensor import HostScalarTensor, Variable
 from ipuxl.verify import verify_ir
 
-__all__ = ["Session", "TransferCounts", "export"]
+__all__ = ["Session", "TransferCounts", "export", "h2dStreamBufferMaps", "d2hStreamBufferMaps"]
+
+# PopXL's names for what run takes and returns: host data per input stream, host arrays
+# per output stream.
+h2dStreamBufferMaps = Mapping[HostToDeviceStream, HostScalarTensor]  # noqa: N816
+d2hStreamBufferMaps = Mapping[DeviceToHostStream, np.ndarray]  # noqa: N816
 
 _LOGGER = logging.getLogger(__name__)
 # The Session's phases, as PopART's session logs them (see ipuxl.logs).
@@ -240,6 +246,8 @@ class Session(SessionCompile, SessionData):
         self._host_in_sync = True
         self._attach_stack: list[bool] = []
         self._attached = False
+        self._engine_loaded = False
+        self._next_device: Any = None
         self._warned_edit = False
         self._lost_updates = False
         self.transfers = TransferCounts()
@@ -320,7 +328,8 @@ class Session(SessionCompile, SessionData):
             self._attach_stack.append(attaching)
             if attaching:
                 try:
-                    self._attached = True
+                    self._check_next_device()
+                    self._attached = self._engine_loaded = True
                     self._weights_from_host()
                 except BaseException:
                     self._exit(*sys.exc_info())

@@ -16,15 +16,17 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import jax
 import numpy as np
 
-from ipuxl import host_buffers, replication
+from ipuxl import devices, host_buffers, replication
 from ipuxl.executable_cache import EXECUTABLES
 from ipuxl.lowering import fingerprint, host_to_device_array, with_nesting_room
+from ipuxl.popart.devices import CpuDevice
+from ipuxl.sim import device as sim_device
 
 __all__ = ["SessionCompile"]
 
@@ -34,6 +36,59 @@ _LOG = logging.getLogger("popart.session")
 
 class SessionCompile:
     """How a Session builds and feeds its executable (see the module docstring)."""
+
+    # ----------------------------------------------------------------- PopXL's private hooks
+    def _set_device(self, device: Any) -> None:
+        """Attach to ``device`` at the next ``with session:`` (PopXL's private hook): a
+        ``popart.DeviceInfo`` (``popxl.utils._to_device_info``) or a device from
+        ``popart.DeviceManager``. It must be the kind (``"cpu"``, ``"ipu_model"``) and IPU
+        count the Session was built for; ``with session:`` raises otherwise."""
+        self._next_device = device
+
+    def _check_next_device(self) -> None:
+        device, self._next_device = self._next_device, None
+        if device is None:
+            return
+        kind = getattr(device, "device_type", None) or (
+            "ipu_model" if sim_device.is_ipu_model(device) else
+            "cpu" if isinstance(device, CpuDevice) else type(device).__name__)
+        ipus = getattr(device, "num_ipus", None) or getattr(device, "numIpus", 1)
+        needed = devices.devices_needed(self._ir)
+        built = self._device_desc if isinstance(self._device_desc, str) else "ipu_model"
+        if kind != built or (kind != "cpu" and ipus != needed):
+            raise RuntimeError(
+                f"The device set with _set_device ({kind}, {ipus} IPUs) cannot run this "
+                f"Session, which was compiled for {built} with {needed} IPUs. Set a device of "
+                "the same kind and IPU count, or build a new Session for that device."
+            )
+
+    def _full_input_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        """The host array shape for a stream of ``shape``: ``[num_host_transfers,]
+        [replicas of this process,] *shape`` (each leading axis only when above 1)."""
+        return host_buffers.extra_dims(self._slots, self._replicas) + tuple(shape)
+
+    def _validate_run_inputs(self, inputs: Mapping[Any, Any]) -> None:
+        """``run``'s checks of ``inputs`` without running: exactly the expected streams,
+        each array of its full input shape.
+
+        Raises:
+            ValueError: ``Unexpected/Missing input.``, or an array of the wrong shape.
+        """
+        self._validate_streams("input", self._expected_inputs, self._input_layouts, inputs)
+
+    def _validate_run_outputs(self, outputs: Mapping[Any, Any]) -> None:
+        """``run_with_outputs``'s checks of the output streams and array shapes."""
+        layouts = tuple(layout for layout, _ in self._output_layouts)
+        self._validate_streams("output", self._expected_outputs, layouts, outputs)
+
+    @staticmethod
+    def _validate_streams(kind: str, expected: Any, layouts: Iterable[Any],
+                          arrays: Mapping[Any, Any]) -> None:
+        if not isinstance(arrays, Mapping):
+            raise TypeError(host_buffers.not_a_mapping(f"{kind}s", arrays))
+        host_buffers.check_stream_set(kind, expected, arrays)
+        for layout in layouts:
+            host_buffers.check_array_shape(layout, np.asarray(arrays[layout.stream]))
 
     def _x64(self) -> contextlib.AbstractContextManager:
         return jax.enable_x64(True) if self._uses_64bit else contextlib.nullcontext()

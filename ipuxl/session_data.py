@@ -144,7 +144,8 @@ class SessionData:
 
     # ----------------------------------------------------------------- tensor data
     def get_tensor_data(self, tensor: Variable | Constant) -> np.ndarray:
-        """The host value of a variable or constant (read-only).
+        """The host value of a variable or constant (read-only; a memory-mapped variable
+        gives its memmap itself, as in PopXL).
 
         Transfers the weights from the device first only if a run may have changed them
         since the last transfer, and only while attached.
@@ -214,6 +215,14 @@ class SessionData:
                     data = np.broadcast_to(data, (self._global_replicas, *data.shape))
                 else:
                     data = data[np.asarray(grouping.assignment)]
+            memmap = tensor._memmap_arr
+            if memmap is not None and np.shape(data) == memmap.shape:
+                # PopXL's rule: a memory-mapped variable's host value is its memmap, which
+                # holds the latest value read back (a remote one's slot is copied in).
+                if data is not memmap and memmap.flags.writeable:
+                    np.copyto(memmap, data)
+                if data is memmap or memmap.flags.writeable:
+                    return memmap
         # Always an ndarray (0-d for a scalar: indexing a slot of a buffer of scalars gives
         # a NumPy scalar), read-only: a view, so the Session's copy stays its own.
         view = np.asarray(data).view()
@@ -232,6 +241,15 @@ class SessionData:
             ValueError: the data's shape is not the variable's host shape, or a number
                 does not fit the variable's dtype.
         """
+        checked = self._checked_writes(tensors)
+        with self._lock:
+            self._write_host(checked)
+            if self._attached and checked:
+                self._upload(checked)
+
+    def _checked_writes(self, tensors: Mapping[Variable, Any]) -> dict[Variable, np.ndarray]:
+        """``write_variables_data``'s checks: each variable (a sharded one as its shard
+        variable) and its data as the host array to store."""
         if not isinstance(tensors, Mapping):
             raise TypeError(
                 f"write_variables_data takes a mapping from each Variable to its data, got "
@@ -277,22 +295,29 @@ class SessionData:
                     data, shards.grouping, shards.shard_over, self._global_replicas,
                     tensor.shape)
             checked[tensor] = data
-        with self._lock:
-            for tensor, data in checked.items():
-                self._host_all_replicas.pop(tensor, None)
-                if tensor in self._remote_variables:
-                    buffer = self._remote_variables[tensor].buffer
-                    host = np.array(self._host_buffers[buffer])  # a writable copy
-                    self._set_slot(host, tensor, data)
-                    self._host_buffers[buffer] = host
-                    continue
-                current = self._host_weights[tensor]
-                if isinstance(current, np.memmap):
-                    np.copyto(current, data)
-                else:
-                    self._host_weights[tensor] = np.array(data)
-            if self._attached and checked:
-                self._upload(checked)
+        return checked
+
+    def _write_host(self, checked: Mapping[Variable, np.ndarray]) -> None:
+        """Store checked values in the host copies (the lock is held)."""
+        for tensor, data in checked.items():
+            self._host_all_replicas.pop(tensor, None)
+            if tensor in self._remote_variables:
+                buffer = self._remote_variables[tensor].buffer
+                host = np.array(self._host_buffers[buffer])  # a writable copy
+                self._set_slot(host, tensor, data)
+                self._host_buffers[buffer] = host
+                continue
+            current = self._host_weights[tensor]
+            if isinstance(current, np.memmap):
+                np.copyto(current, data)
+            else:
+                self._host_weights[tensor] = np.array(data)
+
+    @property
+    def _pb_session(self) -> PopartSessionView:
+        """PopART's session object as PopXL programs reach it (``session._pb_session``):
+        a view that reads and writes this Session's weights."""
+        return PopartSessionView(self)
 
     def _upload(self, written: Mapping[Variable, np.ndarray]) -> None:
         """Send only the written variables to the device (PopXL re-sends all weights and
@@ -338,3 +363,68 @@ def _write_slot(buffer: jax.Array, value: jax.Array, slot: int, replicated: bool
     """``buffer`` with slot ``slot`` replaced by ``value`` (per replica when replicated:
     ``buffer`` is ``[R, entries, ...]`` and ``value`` ``[R, ...]``)."""
     return buffer.at[:, slot].set(value) if replicated else buffer.at[slot].set(value)
+
+
+class PopartSessionView:
+    """``session._pb_session``: the PopART session calls PopXL programs make, acting on
+    the ipuxl Session ``session`` (the same host weights, device state and attachment).
+
+    * ``writeWeights(popart.PyWeightsIO({tensor id: array}))`` writes host values only,
+      as PopART does: ``weightsFromHost()`` then sends every weight to the device;
+    * ``weightsFromHost()`` / ``weightsToHost()``: ``session.weights_from_host()`` /
+      ``session.weights_to_host()`` (attached only);
+    * ``setEngineIsLoaded(loaded)`` / ``isEngineLoaded()``: whether the session holds the
+      device (``with session:``); setting False ends nothing, as in PopART, where it only
+      records that another engine was loaded.
+    """
+
+    def __init__(self, session: SessionData):
+        self._session = session
+
+    def writeWeights(self, weightsIo: Any) -> None:  # noqa: N802, N803 - PopART's names
+        """Set the host values of the variables named in ``weightsIo``.
+
+        Raises:
+            TypeError: ``weightsIo`` is not a ``popart.PyWeightsIO`` (and
+                ``write_variables_data``'s type errors).
+            KeyError: an id is not a variable of this Session's program.
+            ValueError: ``write_variables_data``'s shape and value errors.
+        """
+        from ipuxl.popart.stepio import PyWeightsIO
+
+        if not isinstance(weightsIo, PyWeightsIO):
+            raise TypeError(
+                f"writeWeights takes a popart.PyWeightsIO, got {type(weightsIo).__name__}. "
+                "Wrap the arrays: `popart.PyWeightsIO({tensor.id: array})`."
+            )
+        session = self._session
+        by_id = {v.id: v for v in (*session._host_weights, *session._remote_variables,
+                                   *session._sharded)}
+        unknown = sorted(set(weightsIo.weights) - set(by_id))
+        if unknown:
+            raise KeyError(
+                f"writeWeights: {unknown} are not variables of this Session's program "
+                f"(variables: {sorted(by_id)}). Use the ids of the Ir's variables."
+            )
+        checked = session._checked_writes(
+            {by_id[name]: data for name, data in weightsIo.weights.items()})
+        with session._lock:
+            if session._attached and not session._host_in_sync:
+                session._weights_to_host()  # so weightsFromHost sends no stale values
+            session._write_host(checked)
+
+    def weightsFromHost(self) -> None:  # noqa: N802
+        """Send every host weight to the device (attached only)."""
+        self._session.weights_from_host()
+
+    def weightsToHost(self) -> None:  # noqa: N802
+        """Read every weight back from the device (attached only)."""
+        self._session.weights_to_host()
+
+    def setEngineIsLoaded(self, loaded: bool) -> None:  # noqa: N802
+        """Record whether this session's engine is the one loaded on the device."""
+        self._session._engine_loaded = bool(loaded)
+
+    def isEngineLoaded(self) -> bool:  # noqa: N802
+        """Whether the engine is loaded: attached and not marked otherwise."""
+        return self._session._attached and self._session._engine_loaded

@@ -27,11 +27,12 @@ from ipuxl.tensor import Tensor, TensorSpec
 if TYPE_CHECKING:
     from ipuxl.ir import Ir
 
-__all__ = ["HostToDeviceStream", "DeviceToHostStream", "h2d_stream", "d2h_stream"]
+__all__ = ["Stream", "HostToDeviceStream", "DeviceToHostStream", "h2d_stream", "d2h_stream"]
 
 
-class _Stream:
-    """A stream is a handle on its main-graph stream tensor; equal handles share the tensor."""
+class Stream:
+    """The base of both stream kinds (``popxl.streams.Stream``): a handle on its main-graph
+    stream tensor; equal handles share the tensor."""
 
     def __init__(self) -> None:
         raise NotImplementedError(
@@ -71,7 +72,7 @@ class _Stream:
         return self._stream_tensor._hash
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Stream) and self._stream_tensor == other._stream_tensor
+        return isinstance(other, Stream) and self._stream_tensor == other._stream_tensor
 
     def __str__(self) -> str:
         return f"{type(self).__name__} Tensor[{self.tensor_id} {self.dtype!r} {self.shape}]"
@@ -80,11 +81,11 @@ class _Stream:
         return str(self)
 
 
-class HostToDeviceStream(_Stream):
+class HostToDeviceStream(Stream):
     """A stream of host data into the device, read by ``ops.host_load``."""
 
 
-class DeviceToHostStream(_Stream):
+class DeviceToHostStream(Stream):
     """A stream of device data to the host, written by ``ops.host_store``."""
 
 

@@ -51,6 +51,7 @@ __all__ = [
     "TensorByRef",
     "HostTensor",
     "HostScalarTensor",
+    "host_tensor_types",
     "ScalarType",
     "TensorLike",
     # The factories live in ipuxl.tensor_factories, which imports this module; PopXL code
@@ -86,6 +87,9 @@ def __getattr__(name: str) -> Any:
 ScalarType = Union[int, float, bool]
 HostTensor = Union[np.ndarray, Iterable[ScalarType]]
 HostScalarTensor = Union[ScalarType, HostTensor]
+# The classes of host containers (``isinstance(value, host_tensor_types)``); a torch tensor
+# is an Iterable, so it is one without importing torch.
+host_tensor_types: tuple[type, ...] = (np.ndarray, Iterable)
 
 
 class TensorSpec(Mapping):
@@ -216,6 +220,22 @@ class Tensor:
     @property
     def scope(self) -> str:
         return self._graph.id
+
+    @property
+    def _pb_tensor(self) -> Any:
+        """PopART's Tensor object: the :mod:`ipuxl.popart._internal.ir` view of this
+        tensor (the same object on every access)."""
+        from ipuxl.popart._internal.ir._tensor import tensor_view
+
+        return tensor_view(self)
+
+    @classmethod
+    def _from_pb_tensor(cls, pb_tensor: Any) -> Tensor:
+        """The tensor that ``pb_tensor`` (a ``tensor._pb_tensor``) views."""
+        from ipuxl.ir import _viewed
+        from ipuxl.popart._internal.ir import Tensor as PbTensor
+
+        return _viewed(pb_tensor, PbTensor, "Tensor._from_pb_tensor", "tensor._pb_tensor")
 
     @property
     def graph(self) -> Graph:
@@ -390,10 +410,12 @@ class Tensor:
             step *= dim
         return tuple(reversed(strides))
 
-    def copy_to_ipu(self, dst: int, src: int | None = None) -> Tensor:
+    def copy_to_ipu(self, destination: int, source: int | None = None) -> Tensor:
+        """``ops.ipu_copy(self, destination, source)``: a copy on IPU ``destination``;
+        ``source`` (the IPU it is on) defaults to the tensor's own."""
         from ipuxl import ops
 
-        return ops.ipu_copy(self, dst, src)
+        return ops.ipu_copy(self, destination, source)
 
     # ----------------------------------------------------------------- dunder
     def __repr__(self) -> str:
@@ -573,7 +595,13 @@ class Tensor:
 
 
 class Variable(Tensor):
-    """A main-graph tensor whose value persists across runs (weights, optimiser state)."""
+    """A main-graph tensor whose value persists across runs (weights, optimiser state).
+
+    A variable made from an ``np.memmap`` keeps it as ``_memmap_arr`` (PopXL's name): its
+    host value *is* the file, and ``Session.get_tensor_data`` returns that memmap.
+    """
+
+    _memmap_arr: np.memmap | None = None
 
     def __init__(self) -> None:
         raise RuntimeError("popxl.Tensor cannot be constructed directly.")

@@ -110,6 +110,8 @@ def variable(
         graph.ir._read_only_memmap = True
     var = graph._new_tensor(Variable, name, TensorSpec(shape, tensor_dtype))
     var._data = host
+    if isinstance(host, np.memmap):
+        var._memmap_arr = host
     var._replica_grouping = grouping
     var._retrieval_mode = retrieval_mode
     return var

@@ -18,9 +18,9 @@ from ipuxl import popdist
 
 @pytest.fixture
 def clean_environment(monkeypatch):
-    for name in ("POPDIST_NUM_INSTANCES", "POPDIST_INSTANCE_INDEX",
-                 "POPDIST_REPLICATION_FACTOR", "POPDIST_NUM_LOCAL_REPLICAS"):
-        monkeypatch.delenv(name, raising=False)
+    for name in list(os.environ):
+        if name.startswith("POPDIST_") or name == "JAX_COORDINATOR_ADDRESS":
+            monkeypatch.delenv(name)
     return monkeypatch
 
 
@@ -42,17 +42,69 @@ def test_the_launcher_variables_are_honoured(clean_environment):
 @pytest.mark.parametrize("variables, message", [
     ({"POPDIST_REPLICATION_FACTOR": "four"}, r"^POPDIST_REPLICATION_FACTOR must be a whole"),
     ({"POPDIST_NUM_LOCAL_REPLICAS": "0"}, r"^POPDIST_NUM_LOCAL_REPLICAS must be a whole"),
-    ({"POPDIST_NUM_INSTANCES": "2", "POPDIST_NUM_LOCAL_REPLICAS": "2",
-      "POPDIST_REPLICATION_FACTOR": "6"}, r"^Inconsistent popdist topology: 2 instance\(s\) "
+    ({"POPDIST_NUM_INSTANCES": "2", "POPDIST_INSTANCE_INDEX": "0",
+      "POPDIST_NUM_LOCAL_REPLICAS": "2", "POPDIST_REPLICATION_FACTOR": "6"}, r"^Inconsistent popdist topology: 2 instance\(s\) "
                                           r"of 2 local replica\(s\) each make 4 replicas, "
                                           r"but the replication factor is 6"),
     ({"POPDIST_NUM_INSTANCES": "2", "POPDIST_INSTANCE_INDEX": "2"}, r"instance index 2"),
+    ({"POPDIST_INSTANCE_INDEX": "-1"}, r"^POPDIST_INSTANCE_INDEX must be a whole number \(0 "
+                                       r"or more\); got '-1'\. Unset it"),
+    ({"POPDIST_NUM_TOTAL_REPLICAS": "4", "POPDIST_REPLICATION_FACTOR": "2"},
+     r"^POPDIST_NUM_TOTAL_REPLICAS and POPDIST_REPLICATION_FACTOR both give the replicas in "
+     r"all, and must agree; got 4 and 2\. Set only one of them\."),
+    ({"POPDIST_NUM_TOTAL_REPLICAS": "4", "POPDIST_REPLICA_INDEX_OFFSET": "1"},
+     r"^POPDIST_REPLICA_INDEX_OFFSET must be the instance index times the local replicas "
+     r"\(every instance runs the same number of replicas\); got 1 for instance 0 of 4 local "
+     r"replica\(s\), expected 0\. Unset it, or fix it to 0\."),
+    ({"POPDIST_NUM_INSTANCES": "2", "POPDIST_NUM_TOTAL_REPLICAS": "4"},
+     r"^POPDIST_NUM_INSTANCES=2 needs POPDIST_INSTANCE_INDEX \(which instance this process "
+     r"is, from 0 to 1\)\. Start the program with poprun"),
 ])
 def test_inconsistent_launcher_variables_are_refused(clean_environment, variables, message):
     for name, value in variables.items():
         clean_environment.setenv(name, value)
     with pytest.raises(ValueError, match=message):
         popxl.Ir(replication="popdist")
+
+
+def test_several_instances_need_a_coordinator(clean_environment):
+    for name, value in {"POPDIST_NUM_INSTANCES": "2", "POPDIST_INSTANCE_INDEX": "1",
+                        "POPDIST_NUM_TOTAL_REPLICAS": "4"}.items():
+        clean_environment.setenv(name, value)
+    with pytest.raises(RuntimeError, match=(
+            r"^A program of several instances runs over jax.distributed: POPDIST_NUM_INSTANCES "
+            r"is 2, but this process has not joined jax.distributed and JAX_COORDINATOR_ADDRESS "
+            r"is unset\. Start the instances with poprun")):
+        popxl.Ir(replication="popdist")
+
+
+def test_popdist_names_read_one_instance_of_several_replicas(clean_environment):
+    for name, value in {"POPDIST_NUM_INSTANCES": "1", "POPDIST_NUM_TOTAL_REPLICAS": "4",
+                        "POPDIST_NUM_IPUS_PER_REPLICA": "2"}.items():
+        clean_environment.setenv(name, value)
+    popdist.init()                                  # one instance: nothing to join
+    assert [popdist.getNumInstances(), popdist.getInstanceIndex(),
+            popdist.getNumTotalReplicas(), popdist.getNumLocalReplicas(),
+            popdist.getReplicaIndexOffset(), popdist.getNumIpusPerReplica(),
+            popdist.getDeviceId()] == [1, 0, 4, 4, 0, 2, 0]
+    assert popdist.isPopdistEnvSet() and not popdist.isBackendInitialized()
+    popdist.finalizeBackend()                       # not joined: nothing to leave
+
+
+def test_import_popdist_is_ipuxl_popdist(clean_environment):
+    popxl.alias_popxl()
+    import popdist as aliased
+    import popdist.popart as aliased_popart
+
+    assert aliased is sys.modules["ipuxl.popdist"]
+    assert aliased_popart is sys.modules["ipuxl.popdist.popart"]
+    clean_environment.setenv("POPDIST_NUM_TOTAL_REPLICAS", "4")
+    options = popxl.popart.SessionOptions()
+    aliased_popart.configureSessionOptions(options)
+    assert (options.enableReplicatedGraphs, options.replicatedGraphCount,
+            options.enableDistributedReplicatedGraphs, options.globalReplicationFactor,
+            options.globalReplicaOffset) == (True, 4, False, 4, 0)
+    assert aliased_popart.getDevice(ipus_per_replica=2, connectionType="OnDemand").numIpus == 8
 
 
 _INSTANCE = textwrap.dedent("""

@@ -4,7 +4,6 @@ Every op is declared once, as an :class:`ipuxl.op.OpDef` next to the function th
 it; the modules here group them by family.
 """
 
-from typing import Literal
 
 from ipuxl.ops import collectives, var_updates
 from ipuxl.ops.call import CallSiteInfo, call, call_with_info
@@ -137,14 +136,14 @@ __all__ = [
 # The NN, loss, convolution, pooling, resampling, random and remote families export their ops
 # through their modules' ``__all__`` (``ops.conv`` is the op, not the module).
 from ipuxl.ops import conv as _conv  # noqa: E402
-from ipuxl.ops import loss as _loss  # noqa: E402
+from ipuxl.ops import negative_log_likelihood as _loss  # noqa: E402
 from ipuxl.ops import nn as _nn  # noqa: E402
 from ipuxl.ops import pool as _pool  # noqa: E402
 from ipuxl.ops import random as _random  # noqa: E402
 from ipuxl.ops import remote as _remote  # noqa: E402
 from ipuxl.ops import resize as _resize  # noqa: E402
 from ipuxl.ops.conv import *  # noqa: E402, F403
-from ipuxl.ops.loss import *  # noqa: E402, F403
+from ipuxl.ops.negative_log_likelihood import *  # noqa: E402, F403
 from ipuxl.ops.nn import *  # noqa: E402, F403
 from ipuxl.ops.pool import *  # noqa: E402, F403
 from ipuxl.ops.random import *  # noqa: E402, F403
@@ -155,5 +154,4 @@ for _family in (_conv, _loss, _nn, _pool, _random, _remote, _resize):
     __all__ += _family.__all__
 del _family
 
-# The padding modes of `conv` (which comes with the NN ops).
-PadType = Literal["not_set", "same_upper", "same_lower", "valid"]
+from ipuxl.ops.conv import PadType  # noqa: E402 - the padding modes of `conv`

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, get_args
 
 import jax
 import jax.numpy as jnp
@@ -51,7 +51,8 @@ from ipuxl.tensor import Tensor, TensorSpec
 
 __all__ = ["conv", "conv_pow2scaled", "conv_transpose", "conv_transpose_pow2scaled"]
 
-PAD_TYPES = ("not_set", "same_upper", "same_lower", "valid")
+PadType = Literal["not_set", "same_upper", "same_lower", "valid"]
+PAD_TYPES: tuple[str, ...] = get_args(PadType)
 _PARTIALS_TYPES = ("half", "float", dtypes.float16, dtypes.float32)
 
 # ------------------------------------------------------------------ attribute checks

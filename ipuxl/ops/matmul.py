@@ -64,16 +64,21 @@ def _matmul_shape(lhs: Tensor, rhs: Tensor) -> tuple[int, ...]:
 
 def _matmul_rule(lhs: Tensor, rhs: Tensor, *, output_type: dtypes.dtype | None,
                  partials_type: Any) -> list[TensorSpec]:
-    if lhs.dtype != rhs.dtype:
+    # PopART's MatMulOp::setup: mixed floating point operands are allowed, and the result
+    # (and the product, rhs converted) takes the left operand's type.
+    mixed_floats = all(t.dtype.is_floating_point and not t.dtype.is_float8 for t in (lhs, rhs))
+    if lhs.dtype != rhs.dtype and not mixed_floats:
         raise popart_exception(
             f"matmul: incompatible types {lhs.dtype.name} and {rhs.dtype.name} (`{lhs.id}`, "
-            f"`{rhs.id}`). Cast one operand with `ops.cast`."
+            f"`{rhs.id}`). Only floating point operands may differ in type; cast one operand "
+            "with `ops.cast`."
         )
     return [TensorSpec(_matmul_shape(lhs, rhs), output_type or lhs.dtype)]
 
 
 def _matmul(x: Any, y: Any, *, output_type: dtypes.dtype | None, partials_type: Any) -> Any:
     out = (output_type or dtypes.dtype.as_dtype(x.dtype)).jax_dtype
+    y = y.astype(x.dtype)
     if x.ndim >= 2 and y.ndim == 2:
         # A plain dot_general keeps XLA's fastest path for the common dense layer.
         return lax.dot_general(x, y, (((x.ndim - 1,), (0,)), ((), ())),

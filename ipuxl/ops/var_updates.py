@@ -143,8 +143,11 @@ def _mean(t: jax.Array, rest: list, step: float | None) -> jax.Array:
 
 def _moving_average(t: jax.Array, rest: list, f: float | None, square: bool) -> jax.Array:
     x = rest.pop(0).astype(t.dtype)
-    factor = _scalar(rest, f, t.dtype)
-    return factor * t + (1 - factor) * (jnp.square(x) if square else x)
+    # PopART computes `1 - f` in float32 whatever the accumulator's type: in float16,
+    # 1 - 0.999 would round to 0.000999 (0.1 % off) before it scales the update.
+    factor32 = _scalar(rest, f, jnp.float32)
+    factor, rest_factor = factor32.astype(t.dtype), (1 - factor32).astype(t.dtype)
+    return factor * t + rest_factor * (jnp.square(x) if square else x)
 
 
 _ACCUMULATE = _declare("accumulate_", lambda t, rest, f: _accumulate(t, rest, f=f, scaled=True))

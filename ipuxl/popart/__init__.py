@@ -38,6 +38,11 @@ from ipuxl.session_options import SessionOptions as SessionOptions
 __version__ = "ipuxl-compat"
 
 
+def versionString() -> str:  # noqa: N802 - PopART's name
+    """PopART's version string; ipuxl's compatibility layer reports ``__version__``."""
+    return __version__
+
+
 class VariableRetrievalMode(Enum):
     """How ``get_tensor_data`` returns a grouped variable (PopART's enum; PopXL's
     ``retrieval_mode`` strings ``"one_per_group"`` and ``"all_replicas"``)."""
@@ -57,6 +62,7 @@ _LAZY = {
     "RecomputeType": "ipuxl.popart.builder",
     "InitType": "ipuxl.popart.builder",
     "VariableSettings": "ipuxl.popart.builder",
+    "DeviceInfo": "ipuxl.utils",
     "TensorInfo": "ipuxl.popart.tensor_info",
     "DataType": "ipuxl.popart.tensor_info",
     "InputShapeInfo": "ipuxl.popart.tensor_info",
@@ -108,7 +114,7 @@ for _name in ("reservedGradientPrefix", "reservedAccumPrefix", "reservedAcclPref
 
 __all__ = ["popart_exception", "poplar_application_runtime_error", "__version__",
            "VariableRetrievalMode", "OutOfMemoryException", "DeviceManager", "DeviceType",
-           "getLogger", "SessionOptions", *_LAZY]
+           "getLogger", "SessionOptions", "versionString", *_LAZY]
 
 
 def __getattr__(name: str) -> Any:

@@ -47,6 +47,7 @@ from ipuxl.context import get_current_context
 from ipuxl.graph import Graph
 from ipuxl.op import Op, OpDef
 from ipuxl.popart import popart_exception
+from ipuxl.replica_axis import REPLICA_AXIS
 from ipuxl.tensor import Constant, Tensor, TensorSpec
 from ipuxl.tensor_factories import constant, graph_input, graph_output
 from ipuxl.transforms.grad_graph_info import (
@@ -341,7 +342,7 @@ def _pullback_reads(op: Op, wrt: tuple[int, ...], cotangents: tuple[bool, ...]
     everything = (True,) * len(op.inputs)
     if op.opdef.special:
         return everything
-    key = (op.opdef.name, repr(ForwardOp(op)), wrt, cotangents,
+    key = (op.opdef.name, repr(ForwardOp(op)), wrt, cotangents, op.graph.ir.replication_factor,
            tuple((t.shape, t.dtype.name) for t in op.inputs))
     if key in _READS_CACHE:
         return _READS_CACHE[key]
@@ -351,10 +352,16 @@ def _pullback_reads(op: Op, wrt: tuple[int, ...], cotangents: tuple[bool, ...]
         def fn(primals: tuple, given: tuple) -> tuple:
             return _input_grads(None, op, list(primals), wrt, given, cotangents)
 
-        primals = tuple(jax.ShapeDtypeStruct(t.shape, t.dtype.jax_dtype) for t in op.inputs)
-        given = tuple(jax.ShapeDtypeStruct(t.shape, t.dtype.jax_dtype)
+        # Traced as the Session runs it: per replica, on the replica axis (the
+        # collectives' pullbacks need it), with a leading replica dimension.
+        replicas = op.graph.ir.replication_factor
+        lead = (replicas,) if replicas > 1 else ()
+        primals = tuple(jax.ShapeDtypeStruct(lead + t.shape, t.dtype.jax_dtype)
+                        for t in op.inputs)
+        given = tuple(jax.ShapeDtypeStruct(lead + t.shape, t.dtype.jax_dtype)
                       for t, has in zip(op.outputs, cotangents) if has)
-        closed = jax.make_jaxpr(fn)(primals, given)
+        traced = jax.vmap(fn, axis_name=REPLICA_AXIS) if replicas > 1 else fn
+        closed = jax.make_jaxpr(traced)(primals, given)
         _, used = partial_eval.dce_jaxpr(closed.jaxpr, [True] * len(closed.jaxpr.outvars))
         reads = tuple(bool(u) for u in used[:len(op.inputs)])
     except Exception:  # noqa: BLE001 - any failure: pass every input (always correct)

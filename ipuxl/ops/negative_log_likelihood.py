@@ -33,7 +33,7 @@ from ipuxl.tensor_factories import constant
 
 __all__ = ["nll_loss", "nll_loss_with_softmax_grad"]
 
-Reduction = Literal["mean", "sum", "none"]
+REDUCTION_TYPE = Literal["mean", "sum", "none"]
 _REDUCTIONS = ("mean", "sum", "none")
 _LABEL_DTYPES = (dtypes.int32, dtypes.uint32)
 
@@ -52,14 +52,19 @@ def _check_options(op: str, ignore_index: Any, reduction: Any) -> None:
         )
 
 
-def _loss_spec(op: str, probs: Tensor, labels: Tensor, reduction: str) -> TensorSpec:
-    """Check ``probs`` and ``labels``; the loss's type."""
+def _check_types(op: str, probs: Tensor, labels: Tensor) -> None:
     require_dtype(op, probs, FLOAT_DTYPES, "floating point probabilities")
     if labels.dtype not in _LABEL_DTYPES:
         raise TypeError(
             f"{op}: the labels `{labels.id}` must be int32 or uint32, got "
             f"{labels.dtype.name}. Cast them with `ops.cast(labels, popxl.int32)`."
         )
+
+
+def _loss_spec(op: str, probs: Tensor, labels: Tensor, reduction: str) -> TensorSpec:
+    """Check ``probs`` and ``labels`` (NllOp's rule: the labels have the shape of the
+    probabilities without the class axis); the loss's type."""
+    _check_types(op, probs, labels)
     if probs.rank == 0 or labels.shape != probs.shape[:-1]:
         want = probs.shape[:-1] if probs.rank else "(a class axis is missing)"
         raise ValueError(
@@ -126,7 +131,7 @@ _NLL = OpDef("nll_loss", infer=_nll_rule, lower=_nll,
 
 
 def nll_loss(probs: Tensor, labels: Tensor, ignore_index: int | None = None,
-             reduction: Reduction = "mean", log_prob: bool = False) -> Tensor:
+             reduction: REDUCTION_TYPE = "mean", log_prob: bool = False) -> Tensor:
     """The negative log likelihood of the labelled classes:
     ``-log(max(probs[..., label], eps))``, with eps 1e-7 (6.104e-5 for float16).
 
@@ -156,10 +161,26 @@ def nll_loss(probs: Tensor, labels: Tensor, ignore_index: int | None = None,
 # ------------------------------------------------------------------ nll_loss_with_softmax_grad
 
 
+def _softmax_grad_loss_spec(op: str, probs: Tensor, labels: Tensor, reduction: str
+                            ) -> TensorSpec:
+    """PopART's NlllWithSoftmaxGradDirectOp rule: the probabilities are read as rows
+    ``[N, C]`` (every axis but the last flattened) and the labels as ``[N]``, so the labels
+    may have any shape with one element per row; the per-sample loss takes their shape."""
+    if probs.rank == 0 or labels.nelms != probs.nelms // max(probs.shape[-1], 1):
+        rows = probs.nelms // max(probs.shape[-1], 1) if probs.rank else "(no class axis)"
+        raise ValueError(
+            f"{op}: one label per row of the probabilities is needed: `{probs.id}` "
+            f"{probs.shape} has {rows} rows, but `{labels.id}` {labels.shape} has "
+            f"{labels.nelms} labels. Pass labels with that many elements."
+        )
+    _check_types(op, probs, labels)
+    return TensorSpec(labels.shape if reduction == "none" else (), probs.dtype)
+
+
 def _nll_softmax_grad_rule(probs: Tensor, labels: Tensor, loss_grad: Tensor, *,
                            ignore_index: int | None, reduction: str) -> list[TensorSpec]:
     op = "nll_loss_with_softmax_grad"
-    loss = _loss_spec(op, probs, labels, reduction)
+    loss = _softmax_grad_loss_spec(op, probs, labels, reduction)
     require_dtype(op, loss_grad, FLOAT_DTYPES, "a floating point `loss_grad`")
     if reduction == "none":
         try:
@@ -182,6 +203,8 @@ def _nll_softmax_grad_rule(probs: Tensor, labels: Tensor, loss_grad: Tensor, *,
 
 def _nll_softmax_grad(probs: jax.Array, labels: jax.Array, loss_grad: jax.Array, *,
                       ignore_index: int | None, reduction: str) -> tuple[jax.Array, jax.Array]:
+    shape = probs.shape
+    probs = probs.reshape(*labels.shape, shape[-1])  # one row per label
     wide, hot, keep, count = _pick(probs, labels, ignore_index)
     loss = _reduce(_losses(wide, hot, False, probs.dtype), keep, count, reduction)
     scale = loss_grad.astype(wide.dtype)
@@ -194,7 +217,7 @@ def _nll_softmax_grad(probs: jax.Array, labels: jax.Array, loss_grad: jax.Array,
     dx = (wide - hot) * scale[..., None]
     if keep is not None:
         dx = jnp.where(keep[..., None], dx, 0)
-    return loss.astype(probs.dtype), dx.astype(probs.dtype)
+    return loss.astype(probs.dtype), dx.astype(probs.dtype).reshape(shape)
 
 
 _NLL_SOFTMAX_GRAD = OpDef(
@@ -204,7 +227,7 @@ _NLL_SOFTMAX_GRAD = OpDef(
 
 
 def nll_loss_with_softmax_grad(probs: Tensor, labels: Tensor, loss_grad: Tensor | float = 1,
-                               ignore_index: int | None = None, reduction: Reduction = "mean"
+                               ignore_index: int | None = None, reduction: REDUCTION_TYPE = "mean"
                                ) -> tuple[Tensor, Tensor]:
     """``nll_loss`` of softmax probabilities, and the loss's gradient with respect to the
     softmax's *input* (the logits), in one op.
@@ -214,7 +237,8 @@ def nll_loss_with_softmax_grad(probs: Tensor, labels: Tensor, loss_grad: Tensor 
 
     Args:
         probs: the softmax output, floating point, of shape ``(..., C)``.
-        labels: int32 or uint32 class indices of shape ``(...)``.
+        labels: int32 or uint32 class indices, one per row of ``probs`` (any shape with
+            that many elements, as PopART reads them; ``(...)`` is the usual one).
         loss_grad: the gradient flowing into the loss: a float Tensor with one element (or,
             for ``"none"``, broadcasting to ``labels``' shape), or a number, which becomes a
             float32 constant (even for float16 ``probs``, as in PopXL).

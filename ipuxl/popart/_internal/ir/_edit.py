@@ -1,0 +1,278 @@
+"""Edits through the view: graph surgery on ipuxl's own IR, under ipuxl's rules.
+
+PopART lets a program leave a graph half-connected between edits; ipuxl's ops and call
+sites must stay consistent enough to print, verify and lower. So each edit keeps one
+rule, and refuses with ``popart_exception`` (the rule, what was found, the fix) when it
+would break it:
+
+* an op has no holes: inputs connect at the next free index;
+* an ordinary op takes as many inputs as it was made with; a call or loop site takes
+  one per input of the graph it calls, of the same type;
+* a graph's outputs change only while no op calls it (call sites make one output per
+  graph output when they are made);
+* an op whose outputs are read (by an op or as a graph output) cannot lose them.
+
+Every edit records a change of the Ir (``Ir._edited``), so a Session built before it
+warns that it runs an old copy.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ipuxl.popart.errors import popart_exception
+from ipuxl.tensor import Tensor, TensorSpec
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from ipuxl.graph import Graph
+    from ipuxl.op import Op
+
+    from .view import Region
+
+__all__ = ["connect_in_tensor", "disconnect_all_inputs", "disconnect_all_outputs",
+           "erase_op", "mark_as_output", "remove_output", "add_modified", "add_loop_input",
+           "setup"]
+
+_SUBGRAPH_OPS = ("call", "repeat")
+
+
+# ------------------------------------------------------------------ ops
+
+
+def connect_in_tensor(op: Op, index: int, tensor_id: str) -> None:
+    """Connect the tensor ``tensor_id`` of the op's graph as input ``index``."""
+    tensor = _tensor_of(op.graph, tensor_id)
+    if index != len(op.inputs):
+        raise popart_exception(
+            f"Cannot connect {tensor_id} at input {index} of {_describe(op)}: it has "
+            f"{len(op.inputs)} connected inputs, and ipuxl ops have no gaps. Connect at "
+            f"index {len(op.inputs)}."
+        )
+    if op.opdef.name in _SUBGRAPH_OPS:
+        graph = op.attrs["graphs"][0]
+        if index >= len(graph.inputs):
+            raise popart_exception(
+                f"Cannot connect {tensor_id} at input {index} of {_describe(op)}: the "
+                f"called graph {graph.id} has {len(graph.inputs)} inputs. Add the graph "
+                "input first (`popxl.graph_input` inside `with graph:`)."
+            )
+        _check_same_type(tensor, graph.inputs[index], op)
+        names = (*op.input_names, f"inputs[{index}]")
+    elif index >= len(op.input_names):
+        raise popart_exception(
+            f"Cannot connect {tensor_id} at input {index} of {_describe(op)}: the op takes "
+            f"{len(op.input_names)} inputs ({list(op.input_names)}). Only call and loop "
+            "sites take new inputs."
+        )
+    else:
+        names = op.input_names
+    op.inputs = (*op.inputs, tensor)
+    op.input_names = names
+    op.graph._consumers_of.setdefault(tensor.id, []).append(op)
+    op.graph.ir._edited()
+
+
+def disconnect_all_inputs(op: Op) -> None:
+    """Disconnect every input (the op keeps its input names, so it can be reconnected)."""
+    for tensor in dict.fromkeys(op.inputs):
+        consumers = op.graph._consumers_of.get(tensor.id, [])
+        consumers[:] = [c for c in consumers if c is not op]
+    op.inputs = ()
+    op.graph.ir._edited()
+
+
+def disconnect_all_outputs(op: Op) -> None:
+    """Disconnect and delete every output; they must be unused."""
+    _check_outputs_unused(op, "disconnect the outputs of")
+    for tensor in op.outputs:
+        del op.graph._tensors[tensor.id]
+    op.outputs = ()
+    op.graph.ir._edited()
+
+
+def erase_op(op: Op) -> None:
+    """Remove ``op`` from its graph, with its outputs; they must be unused."""
+    _check_outputs_unused(op, "erase")
+    disconnect_all_inputs(op)
+    disconnect_all_outputs(op)
+    graph = op.graph
+    graph._ops = [o for o in graph._ops if o is not op]
+    for other in graph._ops:
+        if op in other.after:
+            other.after = tuple(o for o in other.after if o is not op)
+    graph.ir._edited()
+
+
+def setup(op: Op) -> None:
+    """Check the outputs against the op's type rule for its current inputs."""
+    if len(op.inputs) != len(op.input_names) and op.opdef.name not in _SUBGRAPH_OPS:
+        raise popart_exception(
+            f"Cannot set up {_describe(op)}: it has {len(op.inputs)} of its "
+            f"{len(op.input_names)} inputs connected. Connect them all first."
+        )
+    specs = op.opdef.infer(*op.inputs, **op.attrs)
+    found = [TensorSpec(t.shape, t.dtype, t.meta_shape) for t in op.outputs]
+    if list(specs) != found:
+        raise popart_exception(
+            f"The outputs of {_describe(op)} no longer match its type rule: they are "
+            f"{found}, its inputs give {list(specs)}. Reconnect inputs of the original "
+            "types, or build a new op with `popxl.ops`."
+        )
+
+
+def add_modified(op: Op, index: int, regions: Sequence[Region]) -> None:
+    """Make a call or loop site write input ``index`` back when a region is not empty."""
+    _check_subgraph_op(op, "addModified")
+    first = 2 if op.opdef.name == "repeat" else 0
+    if not first <= index < len(op.inputs):
+        raise popart_exception(
+            f"addModified: {_describe(op)} has no input {index} that a graph can modify "
+            f"(inputs {first} to {len(op.inputs) - 1})."
+        )
+    if all(region.isEmpty() for region in regions):
+        return
+    op.attrs["modified"] = tuple(sorted({*op.attrs["modified"], index}))
+    op.graph.ir._edited()
+
+
+def add_loop_input(op: Op, index: int, tensor_id: str, subgraph_tensor_id: str,
+                   overwrite: bool) -> None:
+    """Insert parent tensor ``tensor_id`` as loop input ``index``, and a new input
+    ``subgraph_tensor_id`` of the same type at the same index of the loop's graph."""
+    _check_subgraph_op(op, "addLoopInput", ("repeat",))
+    if overwrite:
+        raise NotImplementedError(
+            "LoopOp.addLoopInput(..., overwrite=True) is not implemented by ipuxl's view: "
+            "insert a new input (overwrite=False)."
+        )
+    parent = _tensor_of(op.graph, tensor_id)
+    if not 2 <= index <= len(op.inputs):
+        raise popart_exception(
+            f"addLoopInput: index {index} is outside the loop inputs of {_describe(op)} "
+            f"(2 to {len(op.inputs)})."
+        )
+    graph = op.attrs["graphs"][0]
+    if subgraph_tensor_id in graph._tensors:
+        raise popart_exception(
+            f"addLoopInput: the loop graph {graph.id} already has a tensor "
+            f"{subgraph_tensor_id}. Pick a new id (`graph._create_tensor_id(name)`)."
+        )
+    graph_tensor = Tensor._create(graph, subgraph_tensor_id, parent.spec, None)
+    graph._tensors[subgraph_tensor_id] = graph_tensor
+    graph._inputs.insert(index, graph_tensor)
+    inputs = list(op.inputs)
+    inputs.insert(index, parent)
+    op.inputs = tuple(inputs)
+    op.input_names = ("trip_count", "keep_going",
+                      *(f"inputs[{i}]" for i in range(len(inputs) - 2)))
+    op.attrs["modified"] = tuple(i + 1 if i >= index else i for i in op.attrs["modified"])
+    op.graph._consumers_of.setdefault(parent.id, []).append(op)
+    op.graph.ir._edited()
+
+
+# ------------------------------------------------------------------ graphs
+
+
+def mark_as_output(graph: Graph, *args: Any) -> None:
+    """``(tensor_id)``: append an output; ``(index, tensor_id, overwrite)``: insert it at
+    ``index``, or replace the output there when ``overwrite``."""
+    if len(args) == 1:
+        index, tensor_id, overwrite = len(graph.outputs), args[0], False
+    elif len(args) == 3:
+        index, tensor_id, overwrite = args
+    else:
+        raise TypeError(
+            f"markAsOutput takes (tensor_id) or (index, tensor_id, overwrite), got "
+            f"{len(args)} arguments: {args!r}."
+        )
+    tensor = _tensor_of(graph, tensor_id)
+    _check_not_called(graph, "markAsOutput")
+    limit = len(graph.outputs) - (1 if overwrite else 0)
+    if not 0 <= index <= limit:
+        raise popart_exception(
+            f"markAsOutput: index {index} is outside the outputs of graph "
+            f"{graph.id or 'main'!r} (0 to {limit})."
+        )
+    if overwrite:
+        graph._outputs[index] = tensor
+    else:
+        graph._outputs.insert(index, tensor)
+    graph.ir._edited()
+
+
+def remove_output(graph: Graph, index_or_id: int | str) -> None:
+    """Remove the output at this index (or with this tensor id)."""
+    if isinstance(index_or_id, str):
+        ids = [t.id for t in graph.outputs]
+        if index_or_id not in ids:
+            raise popart_exception(
+                f"removeOutput: {index_or_id} is not an output of graph "
+                f"{graph.id or 'main'!r}. Its outputs: {ids}."
+            )
+        index = ids.index(index_or_id)
+    else:
+        index = index_or_id
+    if not 0 <= index < len(graph.outputs):
+        raise popart_exception(
+            f"removeOutput: graph {graph.id or 'main'!r} has no output {index}: it has "
+            f"{len(graph.outputs)}."
+        )
+    _check_not_called(graph, "removeOutput")
+    del graph._outputs[index]
+    graph.ir._edited()
+
+
+# ------------------------------------------------------------------ checks
+
+
+def _describe(op: Op) -> str:
+    from ._op import op_view
+
+    return op_view(op).debugName()
+
+
+def _tensor_of(graph: Graph, tensor_id: str) -> Tensor:
+    try:
+        return graph.get_tensor(tensor_id)
+    except KeyError as error:
+        raise popart_exception(str(error.args[0])) from None
+
+
+def _check_same_type(tensor: Tensor, graph_input: Tensor, op: Op) -> None:
+    if (tensor.dtype, tensor.shape) != (graph_input.dtype, graph_input.shape):
+        raise popart_exception(
+            f"Cannot connect {tensor.id} to {_describe(op)}: it is {tensor.dtype.name}"
+            f"{list(tensor.shape)}, and the graph input {graph_input.id} is "
+            f"{graph_input.dtype.name}{list(graph_input.shape)}. Connect a tensor of the "
+            "graph input's type."
+        )
+
+
+def _check_subgraph_op(op: Op, what: str, kinds: tuple[str, ...] = _SUBGRAPH_OPS) -> None:
+    if op.opdef.name not in kinds:
+        raise popart_exception(
+            f"{what} applies to {' and '.join(kinds)} ops, not to {_describe(op)}."
+        )
+
+
+def _check_outputs_unused(op: Op, what: str) -> None:
+    graph = op.graph
+    used = [t.id for t in op.outputs if graph._consumers(t) or t in graph.outputs]
+    if used:
+        raise popart_exception(
+            f"Cannot {what} {_describe(op)}: its outputs {used} are still read (by ops or "
+            "as graph outputs). Reconnect their readers first."
+        )
+
+
+def _check_not_called(graph: Graph, what: str) -> None:
+    sites = [op for g in graph.ir.graphs for op in g.ops
+             if graph in op.attrs.get("graphs", ())]
+    if sites:
+        raise popart_exception(
+            f"{what}: graph {graph.id or 'main'!r} is called by {len(sites)} op(s) "
+            f"({', '.join(_describe(op) for op in sites)}), and ipuxl's call sites have "
+            "one output per graph output. Change the outputs before calling the graph."
+        )

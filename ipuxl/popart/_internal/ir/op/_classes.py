@@ -1,0 +1,60 @@
+"""The PopART op classes of :data:`._table.CLASS_OF`, made once per name.
+
+Classes with behaviour of their own (``CallOp``, ``LoopOp``, ``IfOp``, ``IpuCopyOp``)
+are written out in :mod:`.._op`; the others are plain subclasses of ``Op``, except
+``AccumulatorZeroOp``, which is an ``AccumulatorScaleOp`` as in PopART.
+"""
+
+from __future__ import annotations
+
+from .._op import CallOp, IfOp, IpuCopyOp, LoopOp, Op
+from ._table import CLASS_OF
+
+__all__ = ["CLASSES", "class_of"]
+
+_WRITTEN_OUT: dict[str, type[Op]] = {
+    "CallOp": CallOp, "LoopOp": LoopOp, "IfOp": IfOp, "IpuCopyOp": IpuCopyOp,
+}
+_BASES = {"AccumulatorZeroOp": "AccumulatorScaleOp"}
+
+
+def _make(path: str, made: dict[str, type[Op]]) -> type[Op]:
+    submodule, _, name = path.rpartition(".")
+    if path in made:
+        return made[path]
+    if name in _WRITTEN_OUT:
+        made[path] = _WRITTEN_OUT[name]
+        return made[path]
+    base = _make(_BASES[name], made) if name in _BASES else Op
+    module = "ipuxl.popart._internal.ir.op" + (f".{submodule}" if submodule else "")
+    made[path] = type(name, (base,), {
+        "__doc__": f"PopART's ``{name}``: the view of an ipuxl op of this class.",
+        "__module__": module,
+    })
+    return made[path]
+
+
+def _make_all() -> dict[str, type[Op]]:
+    made: dict[str, type[Op]] = {}
+    for path in CLASS_OF.values():
+        _make(path, made)
+    return made
+
+
+# "[submodule.]ClassName" -> class.
+CLASSES: dict[str, type[Op]] = _make_all()
+
+
+def class_of(opdef_name: str) -> type[Op]:
+    """The PopART class of the ipuxl op ``opdef_name`` (``Op`` if it has none)."""
+    path = CLASS_OF.get(opdef_name)
+    return Op if path is None else CLASSES[path]
+
+
+def classes_in(submodule: str) -> dict[str, type[Op]]:
+    """The classes of ``op.<submodule>`` (``""``: of ``op`` itself), by name."""
+    prefix = submodule + "." if submodule else ""
+    return {
+        path[len(prefix):]: cls for path, cls in CLASSES.items()
+        if path.startswith(prefix) and "." not in path[len(prefix):]
+    }
