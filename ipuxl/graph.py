@@ -51,7 +51,10 @@ class Graph:
         self._outputs: list[Tensor] = []
         self._by_ref_inputs: set[Tensor] = set()
         self._consumers_of: dict[str, list[Op]] = {}
-        self._hooks: dict[int, Callable[[Op], Any]] = {}
+        self._hooks: dict[int, Callable[[Any], Any]] = {}
+        # PopART's canBeRecursivelyAutodiffed: False stops autodiff differentiating this
+        # graph where a call site needs it (set through `_pb_graph`).
+        self._can_be_recursively_autodiffed = True
         self._hook_handles = itertools.count()
         return self
 
@@ -164,8 +167,10 @@ class Graph:
         return self.outputs
 
     # ----------------------------------------------------------------- hooks
-    def register_op_created_hook(self, fn: Callable[[Op], Any]) -> int:
-        """Call ``fn(op)`` for every op created in this graph from now on.
+    def register_op_created_hook(self, fn: Callable[[Any], Any]) -> int:
+        """Call ``fn(op)`` for every op created in this graph from now on, with the op as
+        PopXL passes it: PopART's ``_ir.Op`` (a ``popart._internal.ir`` view, e.g.
+        ``op.id``, ``isinstance(op, _ir.op.InitOp)``).
 
         Ops created in other graphs (a subgraph traced meanwhile, say) do not fire it.
 
@@ -231,8 +236,12 @@ class Graph:
         for tensor in op.inputs:
             self._consumers_of.setdefault(tensor.id, []).append(op)
         self._ir._edited()
-        for hook in list(self._hooks.values()):
-            hook(op)
+        if self._hooks:
+            from ipuxl.popart._internal.ir._op import op_view
+
+            view = op_view(op)
+            for hook in list(self._hooks.values()):
+                hook(view)
 
     def _consumers(self, tensor: Tensor) -> list[Op]:
         return self._consumers_of.get(tensor.id, [])

@@ -4,8 +4,9 @@ An :class:`OpDef` declares an op once: its name, its type rule (``infer``), its 
 lowering (``lower``) and how it aliases its inputs (``modifies`` for in-place ops such as
 ``add_``, ``write_back`` for view ops such as ``reshape_``). :meth:`OpDef.apply` is the
 only way an op enters a graph: it checks that every input is a Tensor of the current
-graph and on a compatible placement, infers the output types, records the user's source
-line and the ``in_sequence`` constraints, appends the op and fires the graph's hooks.
+graph and on the op's IPU, copies an input made on the other tile set to the op's (as
+PopART's ``IoComputeTileCopy`` transform does), infers the output types, records the user's
+source line and the ``in_sequence`` constraints, appends the op and fires the graph's hooks.
 
 Example (how ``ops.exp`` is declared)::
 
@@ -52,7 +53,9 @@ class OpDef:
             new values of the inputs (``None`` for an input that is not aliased) when the
             view is written through.
         effectful: the op has an effect beyond its outputs (never pruned).
-        check_placement: whether the inputs must share an IPU and tile set.
+        check_placement: whether the inputs must share the op's IPU and tile set: an input
+            on another IPU is refused, one made on the other tile set is copied to the
+            op's with an ``io_tile_copy`` (placement and call-like ops take False).
         output_names: ``output_names(inputs, attrs) -> [name, ...]`` default output names;
             by default ``<name>_out``.
         differentiable: whether gradients flow through the op (False for ``detach``).
@@ -118,15 +121,16 @@ class OpDef:
 
         Raises:
             TypeError: an input is not a Tensor.
-            ValueError: an input is in another graph, or on another IPU or tile set.
+            ValueError: an input is in another graph, or on another IPU.
         """
         context = get_current_context()
         graph = context.graph
         for arg, tensor in inputs.items():
             check_in_graph(graph, arg, tensor)
-        tensors = tuple(inputs.values())
         if self.check_placement:
-            _check_placement(inputs)
+            _check_same_ipu(inputs)
+            inputs = self._on_op_tile_set(inputs, "io" if context.io_tiles else "compute")
+        tensors = tuple(inputs.values())
         specs = self.infer(*tensors, **attrs)
         defaults = self._default_names(tensors, attrs, len(specs))
         chosen = [
@@ -152,6 +156,18 @@ class OpDef:
         graph._append_op(op)
         context.record_sequenced_op(op)
         return op
+
+    @staticmethod
+    def _on_op_tile_set(inputs: Mapping[str, Tensor], tile_set: str) -> dict[str, Tensor]:
+        """``inputs`` with each one made on the other tile set replaced by its copy on
+        ``tile_set`` (PopART's ``IoComputeTileCopy``; an in-place op then overwrites the
+        copy, as in PopART). Inputs with no producer (variables, graph inputs) take the
+        tile set of their first consumer and are never copied."""
+        from ipuxl.ops.placement import copy_to_tile_set
+
+        return {arg: (tensor if tensor._producer is None or tensor._tile_set == tile_set
+                      else copy_to_tile_set(tensor, tile_set))
+                for arg, tensor in inputs.items()}
 
     def _default_names(
         self, inputs: Sequence[Tensor], attrs: Mapping[str, Any], count: int
@@ -246,16 +262,13 @@ def check_same_ir(graph: Graph, what: str, ir: Ir, fix: str) -> None:
         )
 
 
-def _check_placement(inputs: Mapping[str, Tensor]) -> None:
+def _check_same_ipu(inputs: Mapping[str, Tensor]) -> None:
+    """Raise ``ValueError`` if two inputs were made on different IPUs (PopXL's rule: an
+    IPU-to-IPU copy is never implicit)."""
     placed = [t for t in inputs.values() if t._producer is not None]
     for a, b in zip(placed, placed[1:]):
         if a._ipu != b._ipu:
             raise ValueError(
                 f"The input tensors `{a.id}` and `{b.id}` are located on different IPUs: "
                 f"{a._ipu} != {b._ipu}. Copy one with `ops.ipu_copy` first."
-            )
-        if a._tile_set != b._tile_set:
-            raise ValueError(
-                f"The input tensors `{a.id}` and `{b.id}` are located on different tile sets: "
-                f"{a._tile_set} != {b._tile_set}. Copy one with `ops.io_tile_copy` first."
             )

@@ -352,6 +352,28 @@ class ReplicaGrouping:
         # Numbered by rank, the new groups first appear in increasing order, as required.
         return ReplicaGrouping._checked_assignment(self._ir, self._num_replicas, transposed)
 
+    def _to_variable_settings(self, retrieval_mode: str | None = None) -> Any:
+        """This grouping as PopART's ``popart.VariableSettings`` (its stride and group
+        size), with ``retrieval_mode`` (``"one_per_group"``, the default, or
+        ``"all_replicas"``) as its ``VariableRetrievalMode``.
+
+        Raises:
+            NotImplementedError: a non-constant grouping (PopART has no form for it).
+            ValueError: an unknown ``retrieval_mode``.
+        """
+        from ipuxl.popart import VariableRetrievalMode
+        from ipuxl.popart.variable_settings import VariableSettings
+
+        modes = {None: VariableRetrievalMode.OnePerGroup,
+                 "one_per_group": VariableRetrievalMode.OnePerGroup,
+                 "all_replicas": VariableRetrievalMode.AllReplicas}
+        if retrieval_mode not in modes:
+            raise ValueError(
+                f"Invalid retrieval_mode: {retrieval_mode!r}. Use \"one_per_group\" or "
+                "\"all_replicas\"."
+            )
+        return VariableSettings(self.stride, self.group_size, modes[retrieval_mode])
+
     def __repr__(self) -> str:
         if self._stride is None:
             return f"ReplicaGrouping(assignment={list(self._assignment)})"

@@ -47,16 +47,17 @@ from ipuxl import (
     session_options,
     sim,
 )
-from ipuxl.host_callbacks import has_callbacks, interrupts_noted, take_interrupt
+from ipuxl.host_callbacks import has_callbacks, interrupts_noted
 from ipuxl.ir import Ir
 from ipuxl.lowering import lower_ir
-from ipuxl.popart import poplar_application_runtime_error
 from ipuxl.progress import Progress
 from ipuxl.remote_buffer import remote_slot
 from ipuxl.replica_sharding import shards_of
 from ipuxl.runtime.engine import direct_call
 from ipuxl.session_compile import SessionCompile
 from ipuxl.session_data import SessionData
+from ipuxl.session_export import export
+from ipuxl.session_failure import SessionFailure
 from ipuxl.sim import device as sim_device
 from ipuxl.sim import oom as sim_oom
 from ipuxl.streams import DeviceToHostStream, HostToDeviceStream
@@ -88,7 +89,7 @@ class TransferCounts:
     weights_to_host: int = 0
 
 
-class Session(SessionCompile, SessionData):
+class Session(SessionCompile, SessionData, SessionFailure):
     """Compile ``ir`` for ``device_desc`` and run it.
 
     Args:
@@ -466,12 +467,6 @@ class Session(SessionCompile, SessionData):
         self._adopt(state, results, started)
         return host_outputs
 
-    def _failed_run(self, state: tuple[jax.Array, ...], error: BaseException) -> None:
-        """After a run raised ``error``: put donated state back, then raise."""
-        if self._donate:
-            self._restore_donated_state(state)
-        self._raise_failed_run(error)
-
     def _adopt(self, state: tuple[jax.Array, ...], results: Sequence[jax.Array],
                started: float | None) -> None:
         """The run finished and its outputs are on the host: adopt the new state."""
@@ -562,47 +557,6 @@ class Session(SessionCompile, SessionData):
             host_buffers.write_slots(layout, result, host_outputs[layout.stream], written)
         return host_outputs
 
-    def _restore_donated_state(self, state: tuple[jax.Array, ...]) -> None:
-        """With ``donate_variables``: after a failed run that consumed the donated state,
-        put the host copy back on the device (it may be older than the last run)."""
-        if not any(a.is_deleted() for a in state):
-            self._lost_updates = False
-            return
-        self._lost_updates = not self._host_in_sync
-        self._weights_from_host()
-        self._host_in_sync = True
-
-    def _raise_failed_run(self, error: BaseException) -> None:
-        """Raise what a user should see after the run raised ``error``: the device state
-        was not replaced, so the variables keep the values of the last finished run
-        (with ``donate_variables``, of the last host copy)."""
-        lost, self._lost_updates = self._lost_updates, False
-        kept = ("The variables keep their values from before the run (the last finished "
-                "run)." if not lost else
-                "The variables were donated to the run (donate_variables=True) and the host "
-                "copy was older than the last run, so they are back at their values of the "
-                "last `weights_to_host` (or `get_tensor_data`, or write): the updates of the "
-                "runs since then are lost.")
-        interrupted = take_interrupt()
-        if isinstance(error, KeyboardInterrupt):
-            raise error
-        if interrupted:
-            raise KeyboardInterrupt(
-                f"The run was interrupted (Ctrl-C during a host callback). {kept}"
-            ) from error
-        if not isinstance(error, Exception):
-            raise error  # SystemExit, GeneratorExit: not ours to translate
-        if isinstance(error, MemoryError):  # the host arrays for the results
-            raise MemoryError(
-                f"The run's results do not fit in host memory: {error}\n{kept}"
-            ) from error
-        # XLA puts the failing callback's traceback in the message: its last line says why.
-        lines = str(error).strip().splitlines()
-        reason = lines[-1] if lines else type(error).__name__
-        raise poplar_application_runtime_error(
-            f"The program failed while running on the device: {reason}\n{kept}"
-        ) from error
-
     def _warn_if_edited(self) -> None:
         if self._ir._version != self._version and not self._warned_edit:
             self._warned_edit = True
@@ -611,48 +565,6 @@ class Session(SessionCompile, SessionData):
                 "running the program as it was built; create a new Session to run the edits.",
                 stacklevel=3,
             )
-
-def export(ir: Ir, path: str | os.PathLike, *, weights: bool = True) -> None:
-    """Save ``ir`` as a package without running or compiling it.
-
-    The variables are saved with their initial values. A program on several IPUs or
-    replicas is prepared as on ``"ipu_model"`` (its replicas run together in the
-    package, on one device). See ``Session.save`` for what
-    a package holds and ``docs/runtime.md`` for running it.
-
-    Args:
-        ir: the program (an ``ipuxl.Ir``).
-        path: the file to write.
-        weights: store the variables' values (False: the runtime takes them from user
-            callbacks).
-
-    Raises:
-        TypeError: ``ir`` is not an Ir.
-        ValueError: the program cannot be saved (see ``Session.save``).
-
-    Example:
-        >>> import numpy as np, ipuxl as popxl, ipuxl.ops as ops, tempfile, os
-        >>> ir = popxl.Ir()
-        >>> with ir.main_graph:
-        ...     x = popxl.h2d_stream((2,), popxl.float32, "x")
-        ...     y = popxl.d2h_stream((2,), popxl.float32, "y")
-        ...     ops.host_store(y, ops.host_load(x) * 2)
-        >>> path = os.path.join(tempfile.mkdtemp(), "double.ipuxl")
-        >>> popxl.export(ir, path)
-        >>> from ipuxl.runtime import ModelRunner
-        >>> ModelRunner(path).execute({"x": np.float32([1, 2])})["y"]
-        array([2., 4.], dtype=float32)
-    """
-    if not isinstance(ir, Ir):
-        raise TypeError(f"ipuxl.export takes an Ir as its first argument; got "
-                        f"{type(ir).__name__}: {ir!r}.")
-    # Programs on several IPUs or replicas are built as the IPU model builds them (a
-    # program that would not fit still saves: the package does not run on an IPU).
-    device = "cpu" if devices.devices_needed(ir) == 1 else "ipu_model"
-    session = Session(ir, device, weights_to_host_on_exit=False, _compile=False,
-                      allow_out_of_memory="run")
-    session.save(path, weights=weights)
-
 
 def _phase(progress: Progress, name: str | None, message: str = "", *args: Any) -> None:
     """Start a phase of building a Session (None: the build is over): on the progress

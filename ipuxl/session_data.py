@@ -192,12 +192,13 @@ class SessionData:
             place = self._remote_variables.get(tensor)
             if tensor in self._sharded:
                 shards = self._sharded[tensor]
-                data = replication.unshard(self._host_weights[shards.shard], shards.grouping,
-                                           shards.shard_over, tensor.shape)
+                data = self._per_replica(tensor, replication.unshard(
+                    self._host_weights[shards.shard], shards.grouping, shards.shard_over,
+                    tensor.shape))
             elif place is not None and place.shard_over is not None:
-                data = replication.unshard(self._host_buffers[place.buffer][:, place.slot],
-                                           tensor.replica_grouping, place.shard_over,
-                                           tensor.shape)
+                data = self._per_replica(tensor, replication.unshard(
+                    self._host_buffers[place.buffer][:, place.slot], tensor.replica_grouping,
+                    place.shard_over, tensor.shape))
             elif place is not None:
                 host = self._host_buffers[place.buffer]
                 data = host[:, place.slot] if self._global_replicas > 1 else host[place.slot]
@@ -228,6 +229,14 @@ class SessionData:
         view = np.asarray(data).view()
         view.flags.writeable = False
         return view
+
+    def _per_replica(self, tensor: Variable, data: np.ndarray) -> np.ndarray:
+        """A sharded variable's host data (one value per group) as ``get_tensor_data``
+        returns it: with ``"all_replicas"`` retrieval, one row per replica (its group's
+        value), as for any other variable."""
+        if tensor.retrieval_mode != "all_replicas" or self._global_replicas <= 1:
+            return data
+        return replication.to_replicas(data, tensor.replica_grouping, self._global_replicas)
 
     def write_variable_data(self, tensor: Variable, data: Any) -> None:
         """Write a variable's host value (and its device value if attached)."""

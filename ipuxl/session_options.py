@@ -130,6 +130,11 @@ HONOURED: dict[str, str] = {
     "accumulationFactor": "popart.TrainingSession: micro-batches per weight update, when "
                           "enableGradientAccumulation is True",
     "enableGradientAccumulation": "popart.TrainingSession: turns accumulationFactor on",
+    "globalReplicaOffset": "in an Ir(replication='popdist'): this instance's first replica",
+    "globalReplicationFactor": "in an Ir(replication='popdist'): the replicas of every "
+                               "instance together",
+    "enableDistributedReplicatedGraphs": "in an Ir(replication='popdist'): True when "
+                                         "there are several instances",
     "accumulationAndReplicationReductionType": "popart.TrainingSession: 'Sum' (PopART's "
                                                "default) or 'Mean' of the accumulated and "
                                                "replicated gradients",
@@ -152,6 +157,15 @@ class SessionOptions:
     def __init__(self, ir: Ir | None = None):
         object.__setattr__(self, "_values", copy.deepcopy(DEFAULTS))
         object.__setattr__(self, "_ir_ref", None if ir is None else weakref.ref(ir))
+        topology = None if ir is None else ir._topology
+        if topology is not None:
+            # An Ir(replication="popdist"): this instance's place among all replicas, as
+            # PopDist's configureSessionOptions sets it (the replica count stays the Ir's).
+            self._values.update(
+                globalReplicaOffset=topology.first_replica,
+                globalReplicationFactor=topology.replication_factor,
+                enableDistributedReplicatedGraphs=topology.num_instances > 1,
+            )
 
     # ----------------------------------------------------------------- attributes
     def __getattr__(self, name: str) -> Any:

@@ -194,8 +194,9 @@ NLL_SOFTMAX_GRAD_ERRORS = (
        ValueError, "Not a valid reduction: max"),
     _e((PROBS, Arg((4,), dtype="float32")), ops.nll_loss_with_softmax_grad, TypeError,
        "nll_loss_with_softmax_grad: the labels .* must be int32 or uint32"),
-    _e((PROBS, _int32([[0], [1], [2], [3]])), ops.nll_loss_with_softmax_grad, ValueError,
-       "nll_loss_with_softmax_grad: the labels must have the shape of the probabilities"),
+    _e((PROBS, _int32([[0, 1], [1, 2], [2, 3], [3, 0]])), ops.nll_loss_with_softmax_grad,
+       ValueError, "nll_loss_with_softmax_grad: one label per row of the probabilities is "
+       "needed"),
     _e((PROBS, LABELS, Arg((2,))), ops.nll_loss_with_softmax_grad, ValueError,
        "nll_loss_with_softmax_grad: with reduction='mean' the loss is a scalar, so "
        "`loss_grad` must have one element"),

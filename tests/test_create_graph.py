@@ -401,10 +401,10 @@ def test_an_error_while_tracing_pops_the_subgraph(ir, x):
 
 def test_op_created_hooks_fire_only_for_their_graph(ir, x):
     main_ops, sub_ops = [], []
-    ir.main_graph.register_op_created_hook(lambda op: main_ops.append(op.name))
+    ir.main_graph.register_op_created_hook(lambda op: main_ops.append(op.name()))
     with ir.main_graph:
         graph = ir.create_graph(lambda t: ops.relu(t) + t, x)
-        graph.register_op_created_hook(lambda op: sub_ops.append(op.name))
+        graph.register_op_created_hook(lambda op: sub_ops.append(op.name()))
         with graph:
             ops.exp(graph.inputs[0])
         call(graph, x)

@@ -161,7 +161,11 @@ def test_trace_lanes_and_bytes(two_ipus, tmp_path):
     assert {e["pid"] for e in by_op["ipu_copy"]} == {1}
     assert any(e["args"].get("bytes") == 32 * 32 * 4 for e in by_op["ipu_copy"])
     io = [e for e in by_op["io_tile_copy"] if e["tid"] != export.SYNC]
-    assert io and {(e["pid"], e["tid"]) for e in io} == {(1, export.IO_TILES)}
+    # The copy to the IO tiles runs there; the one back for exp (PopART's
+    # IoComputeTileCopy, inserted by ipuxl) exchanges on the compute tiles.
+    lanes = {e["name"].split(" -> ")[1]: (e["pid"], e["tid"]) for e in io}
+    assert lanes == {"io_tile_copy_out": (1, export.IO_TILES),
+                     "io_tile_copy_out_fioc": (1, export.EXCHANGE)}
     # Parts of one step follow each other: host, exchange, sync, compute.
     (mul_exchange,) = [e for e in by_op["mul"] if e["tid"] == export.EXCHANGE]
     (mul_compute,) = [e for e in by_op["mul"] if e["tid"] == export.COMPUTE]

@@ -102,7 +102,7 @@ def test_ipu_and_tile_set_of_an_unused_tensor_are_undefined():
     assert (v.ipu, v.tile_set) == (2, "io")
 
 
-def test_inputs_on_different_ipus_or_tile_sets_raise_value_error():
+def test_inputs_on_different_ipus_raise_and_other_tile_sets_are_copied():
     with popxl.Ir().main_graph:
         v = popxl.variable(np.ones(2, np.float32))
         a = ops.relu(v)
@@ -113,8 +113,12 @@ def test_inputs_on_different_ipus_or_tile_sets_raise_value_error():
         with pytest.raises(ValueError, match="The input tensors `relu_out` and `relu_out__t0` "
                                              "are located on different IPUs"):
             ops.add(a, b)
-        with pytest.raises(ValueError, match="are located on different tile sets"):
-            ops.add(a, c)
+        # PopART's IoComputeTileCopy: the IO-tile input is copied to the op's tile set.
+        total = ops.add(a, c)
+        copy = total._producer.inputs[1]
+        assert (copy.name, copy.tile_set, copy._producer.name) == (
+            "relu_out__t1_fioc", "compute", "io_tile_copy")
+        assert copy._producer.inputs == (c,)
 
 
 # ---------------------------------------------------------------- dunders

@@ -277,30 +277,38 @@ class CallSiteInfo:
     """What a call site connects: parent tensors to graph inputs and outputs."""
 
     def __init__(self, op: Op):
-        self._op = op
+        self._site = op
+
+    @property
+    def _op(self) -> Any:
+        """The call site as PopART's op (a ``popart._internal.ir`` ``CallOp`` or
+        ``LoopOp`` view), as popxl-addons reads it; ipuxl's op is ``_site``."""
+        from ipuxl.popart._internal.ir._op import op_view
+
+        return op_view(self._site)
 
     @property
     def called_graph(self) -> Graph:
-        return self._op.attrs["graphs"][0]
+        return self._site.attrs["graphs"][0]
 
     @property
     def inputs(self) -> tuple[Tensor, ...]:
-        return self._op.inputs
+        return self._site.inputs
 
     @property
     def outputs(self) -> tuple[Tensor, ...]:
-        return self._op.outputs
+        return self._site.outputs
 
     @property
     def _output_offset(self) -> int:
         # A loop's wrapper graph outputs its keep-going flag first.
-        return self._op.attrs.get("output_offset", 0)
+        return self._site.attrs.get("output_offset", 0)
 
     def parent_input(self, index: int) -> Tensor:
-        return self._op.inputs[index]
+        return self._site.inputs[index]
 
     def parent_output(self, index: int) -> Tensor:
-        return self._op.outputs[index]
+        return self._site.outputs[index]
 
     def graph_to_parent_input_index(self, index: int) -> int:
         return index
@@ -318,11 +326,11 @@ class CallSiteInfo:
         """The parent tensor connected to a graph input or output."""
         graph = self.called_graph
         if graph_tensor in graph.inputs:
-            return self._op.inputs[graph.inputs.index(graph_tensor)]
+            return self._site.inputs[graph.inputs.index(graph_tensor)]
         if graph_tensor in graph.outputs:
             index = graph.outputs.index(graph_tensor) - self._output_offset
-            if 0 <= index < len(self._op.outputs):
-                return self._op.outputs[index]
+            if 0 <= index < len(self._site.outputs):
+                return self._site.outputs[index]
         raise ValueError(
             f"Tensor {getattr(graph_tensor, 'name', graph_tensor)} is not an input or output of "
             f"the called graph(s). The graph is {graph.id}."
@@ -330,7 +338,7 @@ class CallSiteInfo:
 
     def parent_to_graph(self, parent_tensor: Tensor) -> Tensor:
         """The first graph input connected to ``parent_tensor``."""
-        for index, tensor in enumerate(self._op.inputs):
+        for index, tensor in enumerate(self._site.inputs):
             if tensor == parent_tensor:
                 return self.called_graph.inputs[index]
         raise ValueError(
@@ -343,9 +351,9 @@ class CallSiteInfo:
         """Make the call site write the graph input's final value back to ``parent_tensor``."""
         graph_tensor = self.parent_to_graph(parent_tensor)
         index = self.called_graph.inputs.index(graph_tensor)
-        self._op.attrs["modified"] = tuple(sorted({*self._op.attrs["modified"], index}))
-        self._op.graph.ir._edited()
+        self._site.attrs["modified"] = tuple(sorted({*self._site.attrs["modified"], index}))
+        self._site.graph.ir._edited()
 
     def __repr__(self) -> str:
-        return f"CallSiteInfo[{self._op.name} of {self.called_graph.id}]"
+        return f"CallSiteInfo[{self._site.name} of {self.called_graph.id}]"
 

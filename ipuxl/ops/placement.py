@@ -2,6 +2,12 @@
 (``io_tile_copy``). Both are identities in value; the output records the new placement,
 which the IPU simulator uses.
 
+A tensor made on one tile set and used by an op on the other is copied for that op
+automatically (:func:`copy_to_tile_set`, which :meth:`ipuxl.op.OpDef.create` calls), as
+PopART's ``IoComputeTileCopy`` transform does: the copy is named ``<name>_fioc`` (from the
+IO tiles) or ``<name>_tioc`` (to the IO tiles), and later ops on the same tile set reuse it.
+A copy between IPUs is never implicit.
+
 Example:
     >>> import ipuxl as popxl, ipuxl.ops as ops
     >>> ir = popxl.Ir()
@@ -20,7 +26,7 @@ from ipuxl.op import OpDef, check_is_tensor
 from ipuxl.ops.type_rules import same_as_input
 from ipuxl.tensor import Tensor
 
-__all__ = ["ipu_copy", "io_tile_copy"]
+__all__ = ["ipu_copy", "io_tile_copy", "copy_to_tile_set"]
 
 _IPU_COPY = OpDef("ipu_copy", infer=same_as_input, lower=lambda x, **attrs: x,
                   check_placement=False)
@@ -63,5 +69,24 @@ def io_tile_copy(t: Tensor) -> Tensor:
     context.io_tiles = moving_to_io
     try:
         return _IO_TILE_COPY.apply({"t": t})[0]
+    finally:
+        context.io_tiles = previous
+
+
+def copy_to_tile_set(t: Tensor, tile_set: str) -> Tensor:
+    """``t`` on ``tile_set`` (``"compute"`` or ``"io"``): ``t`` itself when it is there,
+    else the copy an earlier op on that tile set made, else a new ``io_tile_copy``
+    (PopART's ``IoComputeTileCopy`` rule)."""
+    if t.tile_set == tile_set:
+        return t
+    for op in t.graph._consumers(t):
+        if op.opdef is _IO_TILE_COPY and op.tile_set == tile_set:
+            return op.outputs[0]
+    context = get_current_context()
+    previous = context.io_tiles
+    context.io_tiles = tile_set == "io"
+    try:
+        name = f"{t.name}_{'tioc' if tile_set == 'io' else 'fioc'}"
+        return _IO_TILE_COPY.apply({"t": t}, names=[name])[0]
     finally:
         context.io_tiles = previous

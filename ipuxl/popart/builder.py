@@ -38,22 +38,13 @@ from ipuxl.popart.builder_graphcore import AiGraphcoreOpset1, InitType, tensor_i
 from ipuxl.popart.builder_onnx import LATEST_OPSET, AiOnnx, onnx_opset_class
 from ipuxl.popart.errors import popart_exception
 from ipuxl.popart.tensor_info import TensorInfo, data_type_of
+from ipuxl.popart.variable_settings import VariableSettings
 
 __all__ = ["Builder", "AiOnnx", "AiGraphcore", "AiGraphcoreOpset1", "RecomputeType",
            "InitType", "VariableSettings", "make_attribute"]
 
 AiGraphcore = AiGraphcoreOpset1
 _GRAPHCORE = "ai.graphcore"
-
-
-class VariableSettings:
-    """How a weight is shared across replicas (PopART's ``VariableSettings``); the Builder
-    records the choice and ipuxl's sessions read it."""
-
-    def __init__(self, sharedVariableDomain: Any = None,  # noqa: N803 - PopART's names
-                 retrievalMode: Any = None):
-        self.sharedVariableDomain = sharedVariableDomain  # noqa: N815
-        self.retrievalMode = retrievalMode  # noqa: N815
 
 
 class _Ids:

@@ -93,8 +93,11 @@ def autodiff(
     Raises:
         TypeError: ``graph`` is not a Graph.
         ValueError: ``graph`` is the main graph.
-        popart_exception: ``graph`` contains a modifying (in-place) op, or a tensor in
-            ``grads_provided``/``grads_required`` is not a tensor of ``graph``.
+        popart_exception: ``graph`` contains a modifying (in-place) op, a tensor in
+            ``grads_provided``/``grads_required`` is not a tensor of ``graph``, or it
+            calls a graph marked unsafe to autodiff
+            (``_pb_graph.setCanBeRecursivelyAutodiffed(False)``) whose gradient
+            ``called_graphs_grad_info`` does not give.
         NotImplementedError: a ``repeat`` or ``conditional`` on the gradient path loads
             or stores host streams.
     """
@@ -249,6 +252,12 @@ class GradBuilder:
         """The gradient graph of a called graph (differentiated now if not yet), with
         every output's gradient provided and every input's gradient required."""
         if graph not in self._known:
+            if not graph._can_be_recursively_autodiffed:
+                raise popart_exception(
+                    f"The graph contains a call to another graph {graph.id} which has been "
+                    "marked as unsafe to autodiff (`setCanBeRecursivelyAutodiffed(False)`)."
+                    " Please provide a gradient graph via `called_graphs_grad_info`."
+                )
             _differentiate(graph, graph.outputs, graph.inputs, self._known, self._made)
         return self._known[graph]
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from enum import Enum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ipuxl.graph import Graph
@@ -59,6 +59,25 @@ class ExpectedConnection:
         self._connection_type = connection_type
         return self
 
+    @classmethod
+    def _from_pb(cls, fwd_graph: Any, pb_ec: Any) -> ExpectedConnection:
+        """The connection that ``pb_ec`` (a ``popart._internal.ir.ExpectedConnection``)
+        names in ``fwd_graph`` (a ``_pb_graph`` view).
+
+        Raises:
+            popart_exception: ``fwd_graph`` has no tensor ``pb_ec.fwdId``.
+        """
+        tensor = fwd_graph.getTensor(pb_ec.fwdId)._object
+        return cls._create(tensor, pb_ec.type)
+
+    @property
+    def _pb_ec(self) -> Any:
+        """PopART's form of this connection (``fwdId``, ``type``), as popxl-addons reads
+        it."""
+        from ipuxl.popart._internal.ir import pb_expected_connection
+
+        return pb_expected_connection(self)
+
     @property
     def fwd_tensor(self) -> Tensor:
         """The tensor of the forward graph."""
@@ -95,6 +114,16 @@ class GradGraphInfo:
         self._expected_inputs = tuple(expected_inputs)
         self._expected_outputs = tuple(expected_outputs)
         return self
+
+    @classmethod
+    def _from_pb(cls, ir: Any, fwd_graph: Any, bwd_info: Any) -> GradGraphInfo:
+        """The info that ``bwd_info`` (a ``popart._internal.ir.BwdGraphInfo``) describes:
+        ``ir`` and ``fwd_graph`` are ``_pb_ir`` and ``_pb_graph`` views, and the
+        connections name tensors of ``fwd_graph`` (see
+        :func:`ipuxl.popart._internal.ir.grad_graph_info_from_pb` for the checks)."""
+        from ipuxl.popart._internal.ir import grad_graph_info_from_pb
+
+        return grad_graph_info_from_pb(ir, fwd_graph, bwd_info)
 
     @property
     def graph(self) -> Graph:

@@ -121,7 +121,7 @@ def test_add_loop_input_inserts_a_fixed_input():
     np.testing.assert_array_equal(value, np.full(2, 4 * (1 + 3), np.float32))
     with pytest.raises(popart_exception, match="already has a tensor"):
         loop.addLoopInput(index, step.id, new_id, False)
-    with pytest.raises(NotImplementedError, match="overwrite=True"):
+    with pytest.raises(popart_exception, match=r"overwrite=True\): graph input .*step.* is still read"):
         loop.addLoopInput(index, step.id, "other", True)
 
 
@@ -144,8 +144,8 @@ def test_graph_outputs_change_only_before_calls():
         ops.call(graph, a)
     with pytest.raises(popart_exception, match="is called by 1 op"):
         pb.removeOutput(0)
-    with pytest.raises(popart_exception, match="is called by 1 op"):
-        pb.markAsOutput(second)
+    with pytest.raises(popart_exception, match="is called by 1 op.*can be appended to a graph"):
+        pb.markAsOutput(0, second, False)
     with pytest.raises(TypeError, match="markAsOutput takes"):
         pb.markAsOutput(0, first)
 
@@ -166,8 +166,6 @@ def test_erase_op_and_disconnect():
     assert unused.id not in [t.id for t in ir.main_graph.tensors]
     with pytest.raises(popart_exception, match=r"outputs \['add_out'\] are still read"):
         graph.eraseOp(add.id)
-    with pytest.raises(popart_exception, match="still read"):
-        add.disconnectAllOutputs()
     mul.disconnectAllInputs()
     assert mul.inTensorCount() == 0 and kept._pb_tensor.consumers.getOps() == []
     mul.connectInTensor(0, kept.id)
@@ -199,18 +197,3 @@ def test_topo_cons_insert_orders_ops():
     assert cons.getBefores(sin) == [exp] and cons.getAfters(exp) == [sin]
     with pytest.raises(popart_exception, match="cannot run before itself"):
         cons.insert(exp, exp)
-
-
-def test_not_yet_supported_edits_say_so():
-    ir, *_ = nested_calls()
-    op = ir.main_graph._pb_graph.getOps()[0]
-    with pytest.raises(NotImplementedError, match="cloneIntoGraph"):
-        op.cloneIntoGraph(ir.main_graph._pb_graph)
-    with pytest.raises(NotImplementedError, match="createAndConnectOutTensor"):
-        op.createAndConnectOutTensor(1, "x")
-    with pytest.raises(NotImplementedError, match="applyInplacePattern"):
-        ir._pb_ir.applyInplacePattern(ir.main_graph._pb_graph)
-    with pytest.raises(NotImplementedError, match="applyPreAliasPatterns"):
-        ir._pb_ir.applyPreAliasPatterns(ir.main_graph._pb_graph)
-    with pytest.raises(NotImplementedError, match="transferToSubgraph"):
-        ir.main_graph._pb_graph.topoCons().transferToSubgraph(op, {})

@@ -22,6 +22,7 @@ Example:
 from __future__ import annotations
 
 from ipuxl.execution_context import ExecutionContext
+from ipuxl.ops.collectives.collectives import CollectiveOperator
 from ipuxl.popart.tensor_info import DataType, TensorInfo
 
 from . import op, patterns, view
@@ -33,6 +34,7 @@ from ._bwd_graph_info import (
     pb_expected_connection,
 )
 from ._graph import Graph, GraphId, Ir
+from ._hints import OptionalFloat
 from ._op import Op
 from ._tensor import Consumers, Tensor
 from ._topocons import TopoCons
@@ -40,4 +42,4 @@ from ._topocons import TopoCons
 __all__ = ["Ir", "Graph", "GraphId", "Op", "Tensor", "Consumers", "TensorInfo", "DataType",
            "TopoCons", "ExecutionContext", "BwdGraphInfo", "ExpectedConnection",
            "ExpectedConnectionType", "op", "patterns", "view", "grad_graph_info_from_pb",
-           "pb_expected_connection"]
+           "pb_expected_connection", "OptionalFloat", "CollectiveOperator"]

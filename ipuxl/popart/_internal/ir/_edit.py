@@ -8,9 +8,13 @@ would break it:
 * an op has no holes: inputs connect at the next free index;
 * an ordinary op takes as many inputs as it was made with; a call or loop site takes
   one per input of the graph it calls, of the same type;
-* a graph's outputs change only while no op calls it (call sites make one output per
-  graph output when they are made);
-* an op whose outputs are read (by an op or as a graph output) cannot lose them.
+* a graph's outputs change only while no op calls it, except that a graph called only
+  by ``call`` sites can gain outputs at the end (its call sites give them once
+  ``createAndConnectOutTensor`` connects them);
+* an erased op has no readers; an op that loses outputs still read (as popxl-addons
+  does while it moves a whole graph's ops, erasing them in order) leaves them
+  *detached*: in the graph, with no producer, until their readers are disconnected too,
+  when they are removed.
 
 Every edit records a change of the Ir (``Ir._edited``), so a Session built before it
 warns that it runs an old copy.
@@ -32,8 +36,8 @@ if TYPE_CHECKING:
     from .view import Region
 
 __all__ = ["connect_in_tensor", "disconnect_all_inputs", "disconnect_all_outputs",
-           "erase_op", "mark_as_output", "remove_output", "add_modified", "add_loop_input",
-           "setup"]
+           "erase_op", "mark_as_output", "remove_output", "add_modified", "setup",
+           "output_specs", "callers"]
 
 _SUBGRAPH_OPS = ("call", "repeat")
 
@@ -59,7 +63,7 @@ def connect_in_tensor(op: Op, index: int, tensor_id: str) -> None:
                 "input first (`popxl.graph_input` inside `with graph:`)."
             )
         _check_same_type(tensor, graph.inputs[index], op)
-        names = (*op.input_names, f"inputs[{index}]")
+        names = op.input_names
     elif index >= len(op.input_names):
         raise popart_exception(
             f"Cannot connect {tensor_id} at input {index} of {_describe(op)}: the op takes "
@@ -68,6 +72,8 @@ def connect_in_tensor(op: Op, index: int, tensor_id: str) -> None:
         )
     else:
         names = op.input_names
+    if op.opdef.name in _SUBGRAPH_OPS and index >= len(op.input_names):
+        names = (*op.input_names, _input_name(op, index))
     op.inputs = (*op.inputs, tensor)
     op.input_names = names
     op.graph._consumers_of.setdefault(tensor.id, []).append(op)
@@ -75,21 +81,29 @@ def connect_in_tensor(op: Op, index: int, tensor_id: str) -> None:
 
 
 def disconnect_all_inputs(op: Op) -> None:
-    """Disconnect every input (the op keeps its input names, so it can be reconnected)."""
+    """Disconnect every input (the op keeps its input names, so it can be reconnected).
+    A detached tensor that no op reads any more leaves the graph."""
+    graph = op.graph
     for tensor in dict.fromkeys(op.inputs):
-        consumers = op.graph._consumers_of.get(tensor.id, [])
+        consumers = graph._consumers_of.get(tensor.id, [])
         consumers[:] = [c for c in consumers if c is not op]
+        if _is_detached(tensor) and not consumers and tensor not in graph.outputs:
+            del graph._tensors[tensor.id]
     op.inputs = ()
-    op.graph.ir._edited()
+    graph.ir._edited()
 
 
 def disconnect_all_outputs(op: Op) -> None:
-    """Disconnect and delete every output; they must be unused."""
-    _check_outputs_unused(op, "disconnect the outputs of")
+    """Disconnect every output: unread outputs are deleted, outputs still read stay in
+    the graph detached (no producer) until their readers are disconnected."""
+    graph = op.graph
     for tensor in op.outputs:
-        del op.graph._tensors[tensor.id]
+        if graph._consumers(tensor) or tensor in graph.outputs:
+            tensor._producer = None
+        else:
+            del graph._tensors[tensor.id]
     op.outputs = ()
-    op.graph.ir._edited()
+    graph.ir._edited()
 
 
 def erase_op(op: Op) -> None:
@@ -106,20 +120,36 @@ def erase_op(op: Op) -> None:
 
 
 def setup(op: Op) -> None:
-    """Check the outputs against the op's type rule for its current inputs."""
-    if len(op.inputs) != len(op.input_names) and op.opdef.name not in _SUBGRAPH_OPS:
-        raise popart_exception(
-            f"Cannot set up {_describe(op)}: it has {len(op.inputs)} of its "
-            f"{len(op.input_names)} inputs connected. Connect them all first."
-        )
-    specs = op.opdef.infer(*op.inputs, **op.attrs)
+    """Check the outputs against the op's type rule for its current inputs (a call
+    site may lack outputs at the end: the ones its graph gained since)."""
+    specs = output_specs(op, "set up")
     found = [TensorSpec(t.shape, t.dtype, t.meta_shape) for t in op.outputs]
+    if op.opdef.name == "call":
+        specs = specs[:len(found)]
     if list(specs) != found:
         raise popart_exception(
             f"The outputs of {_describe(op)} no longer match its type rule: they are "
             f"{found}, its inputs give {list(specs)}. Reconnect inputs of the original "
             "types, or build a new op with `popxl.ops`."
         )
+
+
+def output_specs(op: Op, what: str) -> list[TensorSpec]:
+    """The output types the op's rule gives for its inputs, which must all be connected.
+
+    Raises:
+        popart_exception: an input is not connected.
+    """
+    if op.opdef.name in _SUBGRAPH_OPS:
+        needed = len(op.attrs["graphs"][0].inputs)
+    else:
+        needed = len(op.input_names)
+    if len(op.inputs) != needed:
+        raise popart_exception(
+            f"Cannot {what} {_describe(op)}: it has {len(op.inputs)} of its "
+            f"{needed} inputs connected. Connect them all first."
+        )
+    return list(op.opdef.infer(*op.inputs, **op.attrs))
 
 
 def add_modified(op: Op, index: int, regions: Sequence[Region]) -> None:
@@ -134,41 +164,6 @@ def add_modified(op: Op, index: int, regions: Sequence[Region]) -> None:
     if all(region.isEmpty() for region in regions):
         return
     op.attrs["modified"] = tuple(sorted({*op.attrs["modified"], index}))
-    op.graph.ir._edited()
-
-
-def add_loop_input(op: Op, index: int, tensor_id: str, subgraph_tensor_id: str,
-                   overwrite: bool) -> None:
-    """Insert parent tensor ``tensor_id`` as loop input ``index``, and a new input
-    ``subgraph_tensor_id`` of the same type at the same index of the loop's graph."""
-    _check_subgraph_op(op, "addLoopInput", ("repeat",))
-    if overwrite:
-        raise NotImplementedError(
-            "LoopOp.addLoopInput(..., overwrite=True) is not implemented by ipuxl's view: "
-            "insert a new input (overwrite=False)."
-        )
-    parent = _tensor_of(op.graph, tensor_id)
-    if not 2 <= index <= len(op.inputs):
-        raise popart_exception(
-            f"addLoopInput: index {index} is outside the loop inputs of {_describe(op)} "
-            f"(2 to {len(op.inputs)})."
-        )
-    graph = op.attrs["graphs"][0]
-    if subgraph_tensor_id in graph._tensors:
-        raise popart_exception(
-            f"addLoopInput: the loop graph {graph.id} already has a tensor "
-            f"{subgraph_tensor_id}. Pick a new id (`graph._create_tensor_id(name)`)."
-        )
-    graph_tensor = Tensor._create(graph, subgraph_tensor_id, parent.spec, None)
-    graph._tensors[subgraph_tensor_id] = graph_tensor
-    graph._inputs.insert(index, graph_tensor)
-    inputs = list(op.inputs)
-    inputs.insert(index, parent)
-    op.inputs = tuple(inputs)
-    op.input_names = ("trip_count", "keep_going",
-                      *(f"inputs[{i}]" for i in range(len(inputs) - 2)))
-    op.attrs["modified"] = tuple(i + 1 if i >= index else i for i in op.attrs["modified"])
-    op.graph._consumers_of.setdefault(parent.id, []).append(op)
     op.graph.ir._edited()
 
 
@@ -188,7 +183,8 @@ def mark_as_output(graph: Graph, *args: Any) -> None:
             f"{len(args)} arguments: {args!r}."
         )
     tensor = _tensor_of(graph, tensor_id)
-    _check_not_called(graph, "markAsOutput")
+    appends = index == len(graph.outputs) and not overwrite
+    _check_not_called(graph, "markAsOutput", allowed=("call",) if appends else ())
     limit = len(graph.outputs) - (1 if overwrite else 0)
     if not 0 <= index <= limit:
         raise popart_exception(
@@ -267,12 +263,36 @@ def _check_outputs_unused(op: Op, what: str) -> None:
         )
 
 
-def _check_not_called(graph: Graph, what: str) -> None:
-    sites = [op for g in graph.ir.graphs for op in g.ops
-             if graph in op.attrs.get("graphs", ())]
-    if sites:
+def _check_not_called(graph: Graph, what: str, allowed: tuple[str, ...] = (),
+                      exempt: Op | None = None) -> None:
+    """Refuse to change the outputs of a graph that ops call, except through sites of
+    the ``allowed`` kinds (and the ``exempt`` op, which the edit itself updates)."""
+    sites = [op for op in callers(graph) if op is not exempt]
+    refused = [op for op in sites if op.opdef.name not in allowed]
+    if refused:
+        also = (" Outputs can be appended to a graph that only `call` sites call."
+                if not allowed else "")
         raise popart_exception(
-            f"{what}: graph {graph.id or 'main'!r} is called by {len(sites)} op(s) "
-            f"({', '.join(_describe(op) for op in sites)}), and ipuxl's call sites have "
+            f"{what}: graph {graph.id or 'main'!r} is called by {len(refused)} op(s) "
+            f"({', '.join(_describe(op) for op in refused)}), and ipuxl's call sites have "
             "one output per graph output. Change the outputs before calling the graph."
+            + also
         )
+
+
+def callers(graph: Graph) -> list[Op]:
+    """The ops of the Ir that call ``graph``."""
+    return [op for g in graph.ir.graphs for op in g.ops if graph in op.attrs.get("graphs", ())]
+
+
+def _is_detached(tensor: Tensor) -> bool:
+    """A tensor whose producer lost it (see :func:`disconnect_all_outputs`)."""
+    return (type(tensor) is Tensor and tensor._producer is None
+            and tensor not in tensor.graph.inputs)
+
+
+def _input_name(op: Op, index: int) -> str:
+    """The name of a call or loop site's input ``index``."""
+    if op.opdef.name == "repeat":
+        return ("trip_count", "keep_going")[index] if index < 2 else f"inputs[{index - 2}]"
+    return f"inputs[{index}]"

@@ -143,17 +143,37 @@ class Ir:
         return getattr(self, "_patterns", None) or Patterns()
 
     def applyPreAliasPatterns(self, graph: Graph) -> None:  # noqa: N802
-        raise NotImplementedError(
-            "Ir.applyPreAliasPatterns is not implemented by ipuxl's view yet: ipuxl "
-            "rewrites no op before lowering (XLA does the equivalent simplifications). "
-            "See docs/popart_internal.md."
-        )
+        """Rewrite ``graph`` with the pre-alias patterns :meth:`setPatterns` enables
+        (all of them by default), as ipuxl ops that compute the same values (see
+        :mod:`ipuxl.transforms.patterns`).
+
+        Raises:
+            TypeError: ``graph`` is not a graph view of this Ir.
+        """
+        from ipuxl.transforms.patterns import apply_pre_alias_patterns
+
+        apply_pre_alias_patterns(self._graph_of(graph, "applyPreAliasPatterns"),
+                                 self.getPatterns())
 
     def applyInplacePattern(self, graph: Graph) -> None:  # noqa: N802
-        raise NotImplementedError(
-            "Ir.applyInplacePattern is not implemented by ipuxl's view yet: ipuxl keeps "
-            "the ops as built (XLA decides buffer reuse). See docs/popart_internal.md."
-        )
+        """Turn the ops of ``graph`` that can overwrite an input without changing any
+        value into their in-place variants (see :mod:`ipuxl.transforms.inplace`).
+
+        Raises:
+            TypeError: ``graph`` is not a graph view of this Ir.
+        """
+        from ipuxl.transforms.inplace import apply_inplace_pattern
+
+        apply_inplace_pattern(self._graph_of(graph, "applyInplacePattern"))
+
+    def _graph_of(self, graph: Graph, method: str) -> ipuxl.graph.Graph:
+        if not isinstance(graph, Graph) or graph._object.ir is not self._object:
+            raise TypeError(
+                f"Ir.{method} takes a graph of this Ir as a popart._internal.ir.Graph, got "
+                f"{type(graph).__name__} {graph!r}. Pass `popxl_graph._pb_graph` of a "
+                "graph of this Ir."
+            )
+        return graph._object
 
     # ----------------------------------------------------------------- identity
     def __eq__(self, other: object) -> bool:
@@ -215,15 +235,9 @@ class Graph:
         )
 
     def getCalledGraphs(self) -> list[Graph]:  # noqa: N802
-        """The graphs that ops of this graph call, directly or through other graphs."""
-        found: dict[ipuxl.graph.Graph, None] = {}
-        pending = list(self._object.called_graphs)
-        while pending:
-            graph = pending.pop(0)
-            if graph not in found:
-                found[graph] = None
-                pending.extend(graph.called_graphs)
-        return [graph_view(g) for g in found]
+        """The graphs that ops of this graph call directly, one entry per op and called
+        graph (as PopART's: a graph called twice is listed twice)."""
+        return [graph_view(g) for op in self._object.ops for g in op.attrs.get("graphs", ())]
 
     def topoCons(self) -> TopoCons:  # noqa: N802
         from ._topocons import topocons_of
@@ -301,12 +315,18 @@ class Graph:
         erase_op(self.getOp(op_id)._object)
 
     def setCanBeRecursivelyAutodiffed(self, value: bool) -> None:  # noqa: N802
-        """Record whether autodiff may differentiate this graph where a call site needs
-        it (``canBeRecursivelyAutodiffed``)."""
-        self._object._can_be_recursively_autodiffed = bool(value)
+        """Whether autodiff may differentiate this graph where a call site in the graph
+        being differentiated needs it; with False, ``autodiff`` raises there unless
+        ``called_graphs_grad_info`` gives this graph's gradient."""
+        if not isinstance(value, bool):
+            raise TypeError(
+                f"setCanBeRecursivelyAutodiffed takes a bool, got {type(value).__name__} "
+                f"{value!r}. Pass True or False."
+            )
+        self._object._can_be_recursively_autodiffed = value
 
     def canBeRecursivelyAutodiffed(self) -> bool:  # noqa: N802
-        return getattr(self._object, "_can_be_recursively_autodiffed", True)
+        return self._object._can_be_recursively_autodiffed
 
     # ----------------------------------------------------------------- identity
     def __eq__(self, other: object) -> bool:

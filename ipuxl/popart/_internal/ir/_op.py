@@ -181,16 +181,18 @@ class Op:
         setup(self._object)
 
     def createAndConnectOutTensor(self, index: int, tensor_id: str) -> None:  # noqa: N802
-        raise NotImplementedError(
-            "Op.createAndConnectOutTensor is not implemented by ipuxl's view yet: an ipuxl "
-            "op makes its outputs when it is created. Build the op with `popxl.ops`."
-        )
+        """Make output ``index`` (the next free one): a new tensor ``tensor_id`` of the
+        type the op's rule gives for its connected inputs."""
+        from ._clone import create_and_connect_out_tensor
+
+        create_and_connect_out_tensor(self._object, index, tensor_id)
 
     def cloneIntoGraph(self, graph: Graph) -> Op:  # noqa: N802
-        raise NotImplementedError(
-            "Op.cloneIntoGraph is not implemented by ipuxl's view yet. See "
-            "docs/popart_internal.md for the edits the view supports."
-        )
+        """A copy of this op in ``graph`` with nothing connected: connect its inputs,
+        create its outputs, then ``setup()``."""
+        from ._clone import clone_into_graph
+
+        return op_view(clone_into_graph(self._object, graph._object))
 
     # ----------------------------------------------------------------- dunder
     def __eq__(self, other: object) -> bool:
@@ -253,11 +255,20 @@ class LoopOp(SubgraphOp):
 
     def addLoopInput(self, index: int, tensor_id: str, subgraph_tensor_id: str,  # noqa: N802
                      overwrite: bool) -> None:
-        """Insert a loop input at ``index``: the parent tensor ``tensor_id`` and a new
-        graph input ``subgraph_tensor_id`` of the same type."""
-        from ._edit import add_loop_input
+        """Insert (or with ``overwrite`` replace) loop input ``index``: the parent tensor
+        ``tensor_id`` and a graph input ``subgraph_tensor_id`` of the same type."""
+        from ._loop_edit import add_loop_input
 
         add_loop_input(self._object, index, tensor_id, subgraph_tensor_id, overwrite)
+
+    def addLoopOutput(self, index: int, tensor_id: str, subgraph_tensor_id: str,  # noqa: N802
+                      overwrite: bool) -> None:
+        """Insert (or with ``overwrite`` replace) loop output ``index``: graph tensor
+        ``subgraph_tensor_id`` becomes graph output ``index + 1``, given to the parent
+        graph as ``tensor_id``."""
+        from ._loop_edit import add_loop_output
+
+        add_loop_output(self._object, index, tensor_id, subgraph_tensor_id, overwrite)
 
 
 class IfOp(Op):
@@ -267,8 +278,25 @@ class IfOp(Op):
 class IpuCopyOp(Op):
     """``ops.ipu_copy``."""
 
-    def getSourceIpu(self) -> int:  # noqa: N802
+    def getSourceIpu(self, tensor_id: str | None = None) -> int:  # noqa: N802
+        """The IPU the copy reads from (one for all its inputs in ipuxl)."""
         return self._object.attrs["source"]
+
+    def connectInTensor(self, index: int, tensor_id: str,  # noqa: N802
+                        source_ipu: int | None = None) -> None:
+        """Connect input ``index``; ``source_ipu``, if given, must be the copy's source.
+
+        Raises:
+            popart_exception: ``source_ipu`` is another IPU than the copy's source.
+        """
+        source = self._object.attrs["source"]
+        if source_ipu is not None and source_ipu != source:
+            raise popart_exception(
+                f"IpuCopyOp.connectInTensor: {self.debugName()} copies from IPU {source}, "
+                f"and {tensor_id} was connected as from IPU {source_ipu}. An ipuxl copy "
+                "has one source IPU: build a copy per source with `ops.ipu_copy`."
+            )
+        super().connectInTensor(index, tensor_id)
 
     def getDestIpu(self) -> int:  # noqa: N802
         return self._object.attrs["destination"]

@@ -8,6 +8,9 @@ the table of which ipuxl op is which class is :data:`._table.CLASS_OF`. Example:
 
 from __future__ import annotations
 
+from ipuxl.ops.collectives.collectives import CollectiveOperator
+
+from .._hints import MultiConvOptions
 from .._op import CallOp, IfOp, IpuCopyOp, LoopOp, Op, SubgraphOp
 from . import collectives, exchange
 from ._classes import class_of, classes_in
@@ -15,4 +18,5 @@ from ._classes import class_of, classes_in
 globals().update(classes_in(""))
 
 __all__ = ["Op", "SubgraphOp", "CallOp", "LoopOp", "IfOp", "IpuCopyOp", "class_of",
+           "CollectiveOperator", "MultiConvOptions",
            "collectives", "exchange", *sorted(classes_in(""))]

@@ -2,11 +2,14 @@
 
 Classes with behaviour of their own (``CallOp``, ``LoopOp``, ``IfOp``, ``IpuCopyOp``)
 are written out in :mod:`.._op`; the others are plain subclasses of ``Op``, except
-``AccumulatorZeroOp``, which is an ``AccumulatorScaleOp`` as in PopART.
+``AccumulatorZeroOp``, which is an ``AccumulatorScaleOp`` as in PopART. Classes whose
+PopART binding sets IPU planning hints also take the hint methods of
+:data:`.._hints.HINT_MIXINS` (``MatMulOp.setAvailableMemoryProportion``...).
 """
 
 from __future__ import annotations
 
+from .._hints import HINT_MIXINS
 from .._op import CallOp, IfOp, IpuCopyOp, LoopOp, Op
 from ._table import CLASS_OF
 
@@ -27,7 +30,8 @@ def _make(path: str, made: dict[str, type[Op]]) -> type[Op]:
         return made[path]
     base = _make(_BASES[name], made) if name in _BASES else Op
     module = "ipuxl.popart._internal.ir.op" + (f".{submodule}" if submodule else "")
-    made[path] = type(name, (base,), {
+    bases = (HINT_MIXINS[name], base) if name in HINT_MIXINS else (base,)
+    made[path] = type(name, bases, {
         "__doc__": f"PopART's ``{name}``: the view of an ipuxl op of this class.",
         "__module__": module,
     })

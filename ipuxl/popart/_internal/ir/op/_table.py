@@ -14,8 +14,9 @@ __all__ = ["CLASS_OF", "OP_TYPE_OF"]
 
 CLASS_OF: dict[str, str] = {
     # arithmetic and elementwise
-    "abs": "AbsOp", "add": "AddOp", "add_": "AddLhsInplaceOp", "sub": "SubtractOp",
-    "mul": "MulOp", "div": "DivOp", "pow": "PowOp", "fmod": "FmodOp", "negate": "NegateOp",
+    "abs": "AbsOp", "add": "AddOp", "add_": "AddLhsInplaceOp", "add_rhs_": "AddRhsInplaceOp",
+    "sub": "SubtractOp", "mul": "MulOp", "mul_": "MulLhsInplaceOp",
+    "mul_rhs_": "MulRhsInplaceOp", "div": "DivOp", "pow": "PowOp", "fmod": "FmodOp", "negate": "NegateOp",
     "maximum": "MaxOp", "ceil": "CeilOp", "floor": "FloorOp", "clip": "ClipOp",
     "cos": "CosOp", "sin": "SinOp", "tanh": "TanhOp", "exp": "ExpOp", "exp_": "ExpInplaceOp",
     "log": "LogOp", "sqrt": "SqrtOp", "sign": "SignOp", "sigmoid": "SigmoidOp",

@@ -1,0 +1,202 @@
+"""PopART behaviours real PopXL code meets: IO-tile <-> compute-tile copies inserted where a
+tensor crosses tile sets (PopART's IoComputeTileCopy), ``ReplicaGrouping._to_variable_settings``
+and ``popart.VariableSettings``, the distributed session options of an
+``Ir(replication="popdist")``, and ``get_tensor_data`` of grouped replica-sharded variables
+read back with ``"all_replicas"``."""
+
+import numpy as np
+import pytest
+
+import ipuxl as popxl
+import ipuxl.ops as ops
+import ipuxl.popdist
+from ipuxl import popart
+from ipuxl.ops.collectives.groups import CommGroup, CommGroupType
+from ipuxl.popart.errors import popart_exception
+from ipuxl.popdist.topology import Topology
+
+
+def _op_names(graph):
+    return [op.name for op in graph.ops]
+
+
+# ---------------------------------------------------------------- IoComputeTileCopy
+def _io_load_then_compute(explicit: bool):
+    """x loaded on the IO tiles, then relu(x) + x on the compute tiles; the copy to the
+    compute tiles written by hand (explicit) or left to the rule."""
+    ir = popxl.Ir()
+    with ir.main_graph:
+        x = popxl.h2d_stream((4,), popxl.float32, "x")
+        with popxl.io_tiles():
+            loaded = ops.host_load(x)
+        if explicit:
+            loaded = ops.io_tile_copy(loaded)
+        total = ops.relu(loaded) + loaded
+        y = popxl.d2h_stream((4,), popxl.float32, "y")
+        ops.host_store(y, total)
+    return ir, x, y
+
+
+def test_an_io_tile_tensor_used_on_compute_tiles_is_copied_once():
+    ir, x, y = _io_load_then_compute(explicit=False)
+    graph = ir.main_graph
+    assert _op_names(graph) == ["host_load", "io_tile_copy", "relu", "add", "host_store"]
+    copy = graph.ops[1]
+    assert (copy.tile_set, copy.outputs[0].name) == ("compute", "x_hostload_fioc")
+    # relu and add both read the one copy (PopART reuses a tensor's copy).
+    assert graph.ops[2].inputs == copy.outputs
+    assert graph.ops[3].inputs[1] is copy.outputs[0]
+    data = np.float32([1, -2, 3, -4])
+    with popxl.Session(ir, "cpu") as session:
+        out = session.run({x: data})[y]
+    np.testing.assert_array_equal(out, np.maximum(data, 0) + data)
+
+
+def test_the_inserted_copy_is_costed_as_the_explicit_one():
+    implicit, _, _ = _io_load_then_compute(explicit=False)
+    explicit, _, _ = _io_load_then_compute(explicit=True)
+    device = popart.DeviceManager().createIpuModelDevice({"numIPUs": 1, "tilesPerIPU": 64, "numIOTiles": 32})
+    auto, by_hand = popxl.sim.estimate(implicit, device), popxl.sim.estimate(explicit, device)
+    assert [s.op.name for s in auto.steps] == [s.op.name for s in by_hand.steps]
+    assert auto.cycles == by_hand.cycles
+    copy_step = next(s for s in auto.steps if s.op.name == "io_tile_copy")
+    assert copy_step.cost.kind == "io_copy" and copy_step.cost.exchange > 0
+
+
+def test_a_compute_tensor_used_on_io_tiles_is_copied_to_them():
+    ir = popxl.Ir()
+    with ir.main_graph:
+        v = popxl.variable(np.float32([1, 2]), name="v")
+        doubled = v * 2
+        with popxl.io_tiles():
+            out = doubled + 1
+    copy = out._producer.inputs[0]
+    assert (copy.name, copy.tile_set, copy._producer.name) == ("mul_out_tioc", "io",
+                                                               "io_tile_copy")
+    assert out.tile_set == "io"
+
+
+def test_tensors_without_a_producer_are_never_copied():
+    ir = popxl.Ir()
+    with ir.main_graph:
+        v = popxl.variable(np.float32([1, 2]), name="v")
+        with popxl.io_tiles():
+            on_io = ops.relu(v)
+        ops.relu(v)
+    assert _op_names(ir.main_graph) == ["relu", "relu"]
+    assert on_io.tile_set == "io"
+
+
+def test_inputs_on_two_ipus_are_still_refused():
+    with popxl.Ir().main_graph:
+        with popxl.io_tiles():
+            a = popxl.constant(np.float32([1])) + 0
+        with popxl.ipu(1):
+            b = popxl.constant(np.float32([1])) + 0
+        with pytest.raises(ValueError, match="are located on different IPUs: 0 != 1"):
+            ops.add(a, b)
+
+
+# ---------------------------------------------------------------- VariableSettings
+@pytest.mark.parametrize("replicas, stride, group_size", [
+    (8, 1, 8), (8, 1, 2), (8, 2, 2), (8, 2, 4), (8, 4, 2), (4, 1, 1), (6, 3, 2)])
+def test_variable_settings_groups_match_the_replica_grouping(replicas, stride, group_size):
+    rg = popxl.Ir(replication=replicas).replica_grouping(stride=stride, group_size=group_size)
+    settings = rg._to_variable_settings()
+    expected = [[r for r, g in enumerate(rg.assignment) if g == group]
+                for group in range(rg.num_groups)]
+    assert settings.groups(replicas) == expected
+    assert (settings.isUsingCommGroup(), settings.getStride(), settings.getGroupSize()) == (
+        False, stride, group_size)
+    assert settings.getGroupCount(replicas) == rg.num_groups
+    assert settings.getRealGroupSize(replicas) == group_size
+    assert [settings.getGroupRepresentative(g) for g in range(rg.num_groups)] == [
+        group[0] for group in expected]
+    assert settings.getRetrievalMode() is popart.VariableRetrievalMode.OnePerGroup
+    assert settings.numReplicasReturningVariable(replicas) == rg.num_groups
+
+
+def test_to_variable_settings_retrieval_modes_and_errors():
+    ir = popxl.Ir(replication=4)
+    rg = ir.replica_grouping(group_size=2)
+    every = rg._to_variable_settings("all_replicas")
+    assert every.getRetrievalMode() is popart.VariableRetrievalMode.AllReplicas
+    assert every.numReplicasReturningVariable(4) == 4
+    assert every == popart.VariableSettings(1, 2, popart.VariableRetrievalMode.AllReplicas)
+    assert every != rg._to_variable_settings("one_per_group")
+    with pytest.raises(ValueError, match="Invalid retrieval_mode: 'first'"):
+        rg._to_variable_settings("first")
+    uneven = ir.replica_grouping_from_assignments([0, 1, 1, 0])
+    with pytest.raises(NotImplementedError, match="is not a constant grouping"):
+        uneven._to_variable_settings()
+
+
+def test_variable_settings_from_comm_groups():
+    orthogonal = popart.VariableSettings(CommGroup(CommGroupType.Orthogonal, 2))
+    assert orthogonal.groups(8) == [[0, 4], [1, 5], [2, 6], [3, 7]]
+    assert [orthogonal.getGroupRepresentative(g) for g in range(4)] == [0, 1, 2, 3]
+    consecutive = popart.VariableSettings(CommGroup(CommGroupType.Consecutive, 4),
+                                          popart.VariableRetrievalMode.AllReplicas)
+    assert consecutive.groups(8) == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    assert consecutive.getGroupRepresentative(1) == 4
+    assert popart.VariableSettings().groups(3) == [[0, 1, 2]]
+    assert popart.VariableSettings(CommGroup(CommGroupType.Ungrouped, 0)).getGroupCount(3) == 3
+    assert orthogonal.getSharedVariableDomain() == CommGroup(CommGroupType.Orthogonal, 2)
+    with pytest.raises(popart_exception, match="were not made from a CommGroup"):
+        popart.VariableSettings(2, 2).getSharedVariableDomain()
+
+
+def test_variable_settings_shapes_and_argument_errors():
+    settings = popart.VariableSettings(1, 2)
+    assert settings.shapeOnHost([3, 5], 8) == [4, 3, 5]
+    assert settings.shapeOnReplica([4, 3, 5], 8, "w") == [3, 5]
+    assert popart.VariableSettings().shapeOnReplica([3, 5], 8) == [3, 5]
+    with pytest.raises(popart_exception, match=r"'w' of host shape \(3, 5\) must have its 4"):
+        settings.shapeOnReplica([3, 5], 8, "w")
+    with pytest.raises(popart_exception, match="groups of 2 replicas 3 apart do not tile 8"):
+        popart.VariableSettings(3, 2).groups(8)
+    with pytest.raises(popart_exception, match="stride=0, groupSize=2"):
+        popart.VariableSettings(0, 2)
+    with pytest.raises(popart_exception, match="takes \\(\\), \\(CommGroup\\)"):
+        popart.VariableSettings("all")
+
+
+# ---------------------------------------------------------------- popdist session options
+def test_popdist_ir_session_options_give_this_instances_place(monkeypatch):
+    second_of_two = Topology(num_instances=2, instance_index=1, replication_factor=4,
+                             local_replicas=2)
+    monkeypatch.setattr(ipuxl.popdist, "topology", lambda: second_of_two)
+    options = popxl.Ir(replication="popdist")._pb_ir.getSessionOptions()
+    assert (options.globalReplicaOffset, options.globalReplicationFactor,
+            options.enableDistributedReplicatedGraphs) == (2, 4, True)
+    # The same numbers PopDist's own configureSessionOptions writes.
+    import ipuxl.popdist.popart as popdist_popart
+
+    monkeypatch.setattr(popdist_popart, "topology", lambda: second_of_two)
+    reference = popart.SessionOptions()
+    popdist_popart.configureSessionOptions(reference)
+    assert (reference.globalReplicaOffset, reference.globalReplicationFactor,
+            reference.enableDistributedReplicatedGraphs) == (2, 4, True)
+    plain = popxl.Ir(replication=4)._pb_ir.getSessionOptions()
+    assert (plain.globalReplicaOffset, plain.globalReplicationFactor,
+            plain.enableDistributedReplicatedGraphs) == (0, 1, False)
+
+
+# ---------------------------------------------------------------- sharded all_replicas
+@pytest.mark.parametrize("retrieval_mode", ["all_replicas", "one_per_group"])
+def test_grouped_replica_sharded_variable_reads_back_per_retrieval_mode(retrieval_mode):
+    ir = popxl.Ir(replication=4)
+    data = np.arange(12, dtype=np.float32).reshape(2, 6)
+    with ir.main_graph:
+        rg = ir.replica_grouping(stride=2, group_size=2)
+        handle, shard = popxl.replica_sharded_variable(
+            data, replica_grouping=rg, retrieval_mode=retrieval_mode)
+        ops.var_updates.accumulate_(shard, popxl.constant(np.ones(3, np.float32)))
+    with popxl.Session(ir, "ipu_model") as session:
+        session.run()
+        value = session.get_tensor_data(handle)
+    updated = data + 1
+    if retrieval_mode == "one_per_group":
+        np.testing.assert_array_equal(value, updated)
+    else:  # replicas 0, 2 are group 0; 1, 3 group 1
+        np.testing.assert_array_equal(value, updated[[0, 1, 0, 1]])
