@@ -117,9 +117,12 @@ class Context:
         return graph
 
     # ------------------------------------------------------------- in_sequence
-    def sequence_predecessors(self, graph: Graph) -> tuple[Op, ...]:
-        """The ops a new op in ``graph`` must be scheduled after (``in_sequence``)."""
-        key = (graph, self.execution_context)
+    def sequence_predecessors(
+        self, graph: Graph, execution_context: str | None = None
+    ) -> tuple[Op, ...]:
+        """The ops a new op in ``graph`` must be scheduled after (``in_sequence``); the
+        chain is per execution context (the current one unless ``execution_context``)."""
+        key = (graph, execution_context or self.execution_context)
         for block in reversed(self.sequence):
             if block.mode == "pass":
                 return ()
@@ -131,12 +134,48 @@ class Context:
         """Advance the ``in_sequence`` chain after ``op`` was created."""
         if not self.sequence or self.sequence[-1].mode in ("pass", None):
             return
-        key = (op.graph, self.execution_context)
+        key = (op.graph, op.execution_context)
         block = self.sequence[-1]
         if block.mode is True:
             block.previous[key] = (op,)
         else:
             block.members.setdefault(key, []).append(op)
+
+    def _add_in_sequence_topocons(self, op: Any) -> None:
+        """Order ``op``, an op that already exists, as if it had just been created here.
+
+        Under ``in_sequence(True)`` (or ``False`` nested in it) ``op`` is made to follow
+        the ops a new op would follow, and becomes the op the next one follows; under
+        ``"pass"`` or outside ``in_sequence`` nothing changes. This is how graph surgery
+        (popxl-addons' ``repeat_graph``, which builds its loop under ``"pass"`` and then
+        moves ops into it) puts a replacement op into the user's sequence.
+
+        Args:
+            op: an ipuxl ``Op``, or its ``popart._internal.ir`` view.
+
+        Raises:
+            TypeError: ``op`` is neither.
+        """
+        from ipuxl.op import Op
+
+        target = getattr(op, "_object", op)
+        if not isinstance(target, Op):
+            raise TypeError(
+                "Context._add_in_sequence_topocons takes an op (an ipuxl Op or its "
+                f"popart._internal.ir view), got {type(op).__name__} {op!r}. Pass the op "
+                "a call site gives, for example `ops.repeat_with_info(...)._op`."
+            )
+        if self.in_sequence not in (True, False):
+            return
+        new = tuple(
+            before
+            for before in self.sequence_predecessors(target.graph, target.execution_context)
+            if before is not target and before not in target.after
+        )
+        if new:
+            target.after = (*target.after, *new)
+            target.graph.ir._edited()
+        self.record_sequenced_op(target)
 
 
 _CONTEXT = Context()

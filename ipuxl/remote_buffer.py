@@ -93,9 +93,12 @@ class RemoteBuffer:
         if num_shards > 1:
             shape = (-(-t.nelms // num_shards),)
         if shape != self._tensor_shape or t.dtype != self._tensor_dtype:
+            per = f" (one of {num_shards} shards)" if num_shards > 1 else ""
             raise ValueError(
-                f"Tensor {t.id} does not match buffer: the tensor is {t.dtype!r} {shape}, the "
-                f"buffer holds {self._tensor_dtype!r} {self._tensor_shape}."
+                f"Tensor {t.id} does not match buffer: the tensor is {t.dtype!r} {shape}{per}, "
+                f"the buffer holds {self._tensor_dtype!r} {self._tensor_shape}. Use a buffer "
+                "of the tensor's shape and dtype (a shard's, for a replica-sharded tensor; "
+                "without the group dimension, for a grouped variable)."
             )
 
     def __hash__(self) -> int:

@@ -8,8 +8,11 @@ unassigned replica and takes every ``stride``-th replica, ``group_size`` times, 
     group(r) = r % stride + stride * (r // (stride * group_size))
 
 Any other partition into equal groups, made with ``ir.replica_grouping_from_assignments``, is
-*non-constant*: it has no stride, and the session stores it through ``const_rg``, the coarsest
-constant grouping whose groups each lie inside one of its groups (see :attr:`const_rg`).
+*non-constant*: it has no stride, and PopXL describes its storage with ``const_rg``, a constant
+grouping whose groups each lie inside one of its groups (see :attr:`const_rg`).
+
+:class:`PopartReplicaGrouping` is PopART's C++ ``ReplicaGrouping`` (a constant grouping as
+``numReplicas``, ``stride``, ``groupSize``), which ``_pb_replica_grouping`` gives.
 
 Example:
     >>> import ipuxl as popxl
@@ -20,6 +23,8 @@ Example:
 
 from __future__ import annotations
 
+import functools
+import math
 import operator
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -27,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ipuxl.ir import Ir
 
-__all__ = ["ReplicaGrouping"]
+__all__ = ["ReplicaGrouping", "PopartReplicaGrouping"]
 
 _CONSTRUCTOR_ERROR = (
     "popxl.ReplicaGrouping cannot be constructed directly (use `ir.replica_grouping`)."
@@ -246,12 +251,13 @@ class ReplicaGrouping:
 
     @property
     def const_rg(self) -> ReplicaGrouping:
-        """The constant grouping that stores a variable with this grouping.
+        """The constant grouping that describes how a variable with this grouping is stored.
 
-        For a constant grouping this is ``self``. For a non-constant one it is the constant
-        grouping with the fewest groups (the coarsest) such that each of its groups lies inside
-        one group of ``self``; ties go to the smaller stride. The one-replica-per-group grouping
-        always qualifies, so it exists.
+        For a constant grouping this is ``self``. For a non-constant one it is PopXL's
+        choice: the stride is the smallest gap between consecutive replicas of one group;
+        each group is cut wherever two consecutive members are further apart; the group
+        size is the greatest common divisor of the pieces' sizes (stride 1 when that is 1).
+        Each of its groups lies inside one group of ``self``.
 
         Example:
             >>> rg = popxl.Ir(replication=8).replica_grouping_from_assignments(
@@ -262,14 +268,14 @@ class ReplicaGrouping:
         return self._const_maps()[0]
 
     @property
-    def to_device_map(self) -> list[int]:
-        """For each group ``c`` of ``const_rg``, the group of ``self`` that contains it.
+    def to_device_map(self) -> list[int] | None:
+        """For each group ``c`` of ``const_rg``, the group of ``self`` that contains it;
+        None for a constant grouping (PopXL's value: there is nothing to map).
 
         Host data ``data`` of shape ``(self.num_groups, *shape)`` in the user's numbering
         becomes ``data[to_device_map]``, of shape ``(const_rg.num_groups, *shape)`` in
         ``const_rg``'s numbering, when written; replica ``r`` then receives
         ``data[to_device_map][const_rg.assignment[r]] == data[self.assignment[r]]``.
-        The identity for a constant grouping.
 
         Example:
             >>> rg = popxl.Ir(replication=8).replica_grouping_from_assignments(
@@ -277,17 +283,17 @@ class ReplicaGrouping:
             >>> rg.to_device_map
             [0, 1, 1, 0]
         """
-        return list(self._const_maps()[1])
+        return None if self.is_const else list(self._const_maps()[1])
 
     @property
-    def to_host_map(self) -> list[int]:
-        """For each group ``u`` of ``self``, the group of ``const_rg`` holding its first replica.
+    def to_host_map(self) -> list[int] | None:
+        """For each group ``u`` of ``self``, the group of ``const_rg`` holding its first
+        replica; None for a constant grouping.
 
         Stored data ``stored`` of shape ``(const_rg.num_groups, *shape)`` in ``const_rg``'s
         numbering becomes ``stored[to_host_map]``, of shape ``(self.num_groups, *shape)`` in the
         user's numbering, when read; so ``data[to_device_map][to_host_map] == data``. Taking the
-        first replica's group matches ``one_per_group`` retrieval (spec §13.3). The identity
-        for a constant grouping.
+        first replica's group matches ``one_per_group`` retrieval (spec §13.3).
 
         Example:
             >>> rg = popxl.Ir(replication=8).replica_grouping_from_assignments(
@@ -295,7 +301,16 @@ class ReplicaGrouping:
             >>> rg.to_host_map
             [0, 1]
         """
-        return list(self._const_maps()[2])
+        return None if self.is_const else list(self._const_maps()[2])
+
+    @property
+    def _pb_replica_grouping(self) -> PopartReplicaGrouping:
+        """This grouping as PopART's C++ ``ReplicaGrouping``.
+
+        Raises:
+            NotImplementedError: a non-constant grouping (PopART has no form for it).
+        """
+        return PopartReplicaGrouping(self._num_replicas, self.stride, self._group_size)
 
     def check_belongs_to(self, ir: Ir, what: str) -> None:
         """Refuse this grouping in ``ir`` unless ``ir`` made it for its current replication
@@ -404,7 +419,7 @@ class ReplicaGrouping:
             identity = list(range(self.num_groups))
             return self, identity, identity
         if self._const is None:
-            const_rg = self._coarsest_constant_refinement()
+            const_rg = self._constant_refinement()
             const_assignment = const_rg._assignment
             to_device_map = [0] * const_rg.num_groups
             for replica, const_group in enumerate(const_assignment):
@@ -415,21 +430,141 @@ class ReplicaGrouping:
             self._const = (const_rg, to_device_map, to_host_map)
         return self._const
 
-    def _coarsest_constant_refinement(self) -> ReplicaGrouping:
-        num_replicas = self._num_replicas
-        # A refining group lies inside one of our groups, so its size divides our group size.
-        for group_size in reversed(_divisors(self._group_size)):
-            strides = [1] if group_size == 1 else _divisors(num_replicas // group_size)
-            for stride in strides:
-                if num_replicas % (stride * group_size) != 0:
-                    continue
-                candidate = _strided_assignment(num_replicas, stride, group_size)
-                user_group_of: dict[int, int] = {}
-                if all(
-                    user_group_of.setdefault(c, u) == u for c, u in zip(candidate, self._assignment)
-                ):
-                    return ReplicaGrouping._create(self._ir, num_replicas, candidate, stride)
-        raise AssertionError("unreachable: group_size 1 always refines")
+    def _constant_refinement(self) -> ReplicaGrouping:
+        """``const_rg`` of a non-constant grouping (the rule its docstring gives)."""
+        members: list[list[int]] = [[] for _ in range(self.num_groups)]
+        for replica, group in enumerate(self._assignment):
+            members[group].append(replica)
+        gaps = [[b - a for a, b in zip(group, group[1:])] for group in members]
+        stride = min(gap for group in gaps for gap in group)
+        piece_sizes = []
+        for group_gaps in gaps:
+            size = 1
+            for gap in group_gaps:
+                if gap > stride:
+                    piece_sizes.append(size)
+                    size = 0
+                size += 1
+            piece_sizes.append(size)
+        group_size = functools.reduce(math.gcd, piece_sizes)
+        stride = stride if group_size > 1 else 1
+        assignment = _strided_assignment(self._num_replicas, stride, group_size)
+        return ReplicaGrouping._create(self._ir, self._num_replicas, assignment, stride)
+
+
+class PopartReplicaGrouping:
+    """PopART's C++ ``ReplicaGrouping`` (``popart._internal.ir.ReplicaGrouping``): a constant
+    grouping of ``numReplicas`` replicas as a stride and a group size (all replicas in one
+    group when only ``numReplicas`` is given). Group and replica numbers follow the strided
+    rule of this module. Groups of one replica have stride 1, as in PopART.
+
+    Example:
+        >>> from ipuxl.replica_grouping import PopartReplicaGrouping
+        >>> PopartReplicaGrouping(8, 2, 4).getReplicasAt(1)
+        [1, 3, 5, 7]
+
+    Raises:
+        popart_exception: a count is not positive, or ``stride * groupSize`` does not
+            divide ``numReplicas``.
+    """
+
+    __slots__ = ("_num_replicas", "_stride", "_group_size")
+
+    def __init__(self, numReplicas: int, stride: int = 1,  # noqa: N803 - PopART's names
+                 groupSize: int | None = None) -> None:  # noqa: N803
+        group_size = numReplicas if groupSize is None else groupSize
+        for name, value in (("number of replicas", numReplicas), ("stride", stride),
+                            ("group size", group_size)):
+            if _as_int(name, value) <= 0:
+                raise _popart_error(f"The {name} in a `popart::ReplicaGrouping` must be a "
+                                    f"positive integer, got {value}.")
+        if numReplicas % (stride * group_size):
+            raise _popart_error(
+                "The number of replicas in a `popart::ReplicaGrouping` must be divisible by "
+                f"the product of the stride and the group size: {numReplicas} replicas, "
+                f"stride {stride}, group size {group_size}. Use a group size from "
+                f"{_divisors(numReplicas // stride)}."
+            )
+        self._num_replicas = int(numReplicas)
+        self._stride = int(stride) if group_size > 1 else 1
+        self._group_size = int(group_size)
+
+    def getNumReplicas(self) -> int:  # noqa: N802 - PopART's names throughout
+        return self._num_replicas
+
+    def getStride(self) -> int:  # noqa: N802
+        return self._stride
+
+    def getGroupSize(self) -> int:  # noqa: N802
+        return self._group_size
+
+    def getNumGroups(self) -> int:  # noqa: N802
+        return self._num_replicas // self._group_size
+
+    def getGroupAt(self, replica: int) -> int:  # noqa: N802
+        self._check("replica index", replica, self._num_replicas)
+        stride, block = self._stride, self._stride * self._group_size
+        return replica % stride + stride * (replica // block)
+
+    def getIndexInGroupAt(self, replica: int) -> int:  # noqa: N802
+        return (replica - self.getReplicaAt(self.getGroupAt(replica))) // self._stride
+
+    def getReplicaAt(self, group: int, index: int = 0) -> int:  # noqa: N802
+        self._check("group index", group, self.getNumGroups())
+        self._check("index in group", index, self._group_size)
+        stride = self._stride
+        return (group // stride) * stride * self._group_size + group % stride + index * stride
+
+    def getReplicasAt(self, group: int) -> list[int]:  # noqa: N802
+        first = self.getReplicaAt(group)
+        return [first + i * self._stride for i in range(self._group_size)]
+
+    def getTranspose(self) -> PopartReplicaGrouping:  # noqa: N802
+        """The grouping whose groups take one replica from each group of this one.
+
+        Raises:
+            popart_exception: the transpose is not a constant grouping.
+        """
+        if self._stride == 1:
+            return PopartReplicaGrouping(self._num_replicas, self._group_size,
+                                         self.getNumGroups())
+        if self._stride * self._group_size == self._num_replicas:
+            return PopartReplicaGrouping(self._num_replicas, 1, self._stride)
+        raise _popart_error(
+            f"The transpose of '{self.str()}' cannot be represented as a "
+            "`popart::ReplicaGrouping`: its groups are not evenly spaced. Use "
+            "`popxl.ReplicaGrouping.transpose()`, which has non-constant groupings."
+        )
+
+    def str(self) -> str:
+        return (f"ReplicaGrouping(numReplicas={self._num_replicas}, stride={self._stride}, "
+                f"groupSize={self._group_size})")
+
+    __repr__ = str
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, PopartReplicaGrouping):
+            return NotImplemented
+        return self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def _key(self) -> tuple[int, int, int]:
+        return (self._num_replicas, self._stride, self._group_size)
+
+    def _check(self, what: str, value: int, bound: int) -> None:
+        if not 0 <= _as_int(what, value) < bound:
+            raise _popart_error(
+                f"The requested {what} {value} is outside the valid range 0..{bound - 1} "
+                f"for '{self.str()}'."
+            )
+
+
+def _popart_error(message: str) -> Exception:
+    from ipuxl.popart import popart_exception
+
+    return popart_exception(message)
 
 
 def _strided_assignment(num_replicas: int, stride: int, group_size: int) -> list[int]:

@@ -135,7 +135,8 @@ def remote_replica_sharded_variable(
         IndexError: ``offset`` is not a slot of the buffer.
         ValueError: the Ir is not replicated; the buffer is in another Ir, already holds
             shards of another shape, or is sharded over more replicas than the
-            grouping's groups have.
+            grouping's groups have. (Whether a shard matches the buffer is checked where
+            the variable is used, as for :func:`ipuxl.remote_variable`.)
     """
     ir = get_current_context().graph.ir
     _check_replicated(ir)
@@ -153,7 +154,6 @@ def remote_replica_sharded_variable(
                 f"{var.shape}: the buffer holds shards of a {tuple(remote_buffer.meta_shape)} "
                 "value."
             )
-        remote_buffer.validate_tensor_matches_buffer(var, num_shards=over)
     except ValueError:
         del var.graph._tensors[var.id]  # leave no half-made variable behind
         raise

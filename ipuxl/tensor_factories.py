@@ -279,8 +279,9 @@ def remote_variable(
     Raises:
         TypeError: ``remote_buffer`` is not a RemoteBuffer.
         IndexError: ``offset`` is not a slot of the buffer.
-        ValueError: the data does not match the buffer's shape and dtype (and the errors
-            of :func:`variable`).
+        ValueError: the errors of :func:`variable`. (Whether the variable matches the
+            buffer's shape and dtype is checked, as in PopXL, where it is used: by
+            ``ops.remote_load``/``remote_store`` and when a Session is built.)
     """
     from ipuxl.remote_buffer import RemoteSlot, check_buffer, check_slot
 
@@ -290,10 +291,5 @@ def remote_variable(
     slot = check_slot(remote_buffer, offset, "remote_variable")
     var = variable(data, dtype, name, downcast, replica_grouping, retrieval_mode, log2_scale,
                    nan_on_overflow)
-    try:
-        remote_buffer.validate_tensor_matches_buffer(var)
-    except ValueError:
-        del var.graph._tensors[var.id]  # leave no half-made variable behind
-        raise
     var._remote_slot = RemoteSlot(remote_buffer, slot)
     return var

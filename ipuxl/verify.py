@@ -1,5 +1,10 @@
 """IR validity, checked when a Session is built: the rules a well-formed Ir obeys.
 
+The value rule: every tensor an op reads, and every graph output, has a value by the time
+it is needed: it is a graph input, a Variable or a Constant, or an earlier op of the
+graph produces it. Graph surgery through ``popart._internal.ir`` can break it (an op
+whose outputs were disconnected leaves its readers a tensor with no producer).
+
 The inplacing-ambiguity rule (PopXL's, deliberately conservative: it reasons about tensor
 identity and order, never about values). A graph is ambiguous when it has
 
@@ -21,15 +26,63 @@ from typing import Any
 from ipuxl.graph import Graph
 from ipuxl.op import Op
 from ipuxl.popart import popart_exception
+from ipuxl.remote_buffer import remote_slot
 from ipuxl.tensor import Tensor
 
-__all__ = ["verify_ir", "check_inplacing_ambiguity", "written_tensors"]
+__all__ = ["verify_ir", "check_remote_variables", "check_tensors_have_values", "check_inplacing_ambiguity", "written_tensors"]
 
 
 def verify_ir(ir: Any) -> None:
     """Raise ``popart_exception`` if any graph of ``ir`` is invalid."""
+    check_remote_variables(ir)
     for graph in ir.graphs:
+        check_tensors_have_values(graph)
         check_inplacing_ambiguity(graph)
+
+
+def check_remote_variables(ir: Any) -> None:
+    """Raise ``ValueError`` for a remote variable whose buffer holds another shape or
+    dtype (per shard for a replica-sharded one). PopXL does not check this when the
+    variable is made, so the Session checks it, before the data is put in the buffer."""
+    for var in ir.main_graph.variables:
+        slot = remote_slot(var)
+        if slot is not None:
+            slot.buffer.validate_tensor_matches_buffer(var, num_shards=slot.shard_over or 1)
+
+
+def check_tensors_have_values(graph: Graph) -> None:
+    """Raise ``popart_exception`` where ``graph`` reads a tensor before anything gives it
+    a value (the value rule above)."""
+    ready = set(graph.inputs)
+    for op in graph.ops:
+        for tensor in op.inputs:
+            if tensor not in ready and type(tensor) is Tensor:
+                raise popart_exception(_no_value_message(
+                    tensor, f"`{op.name}` (at {_where(op)}) reads"))
+        ready.update(op.outputs)
+    for tensor in graph.outputs:
+        if tensor not in ready and type(tensor) is Tensor:
+            raise popart_exception(_no_value_message(tensor, "the graph returns"))
+
+
+def _no_value_message(tensor: Tensor, reader: str) -> str:
+    producer = tensor._producer
+    if producer is None:
+        found = "no op produces it and it is not a graph input, Variable or Constant"
+        fix = ("connect an op's output to it (for example `createAndConnectOutTensor`), or "
+               "read another tensor")
+    elif producer.graph is tensor.graph and producer in producer.graph.ops:
+        found = f"its producer `{producer.name}` (at {_where(producer)}) comes later"
+        fix = "create the producer first, or read a tensor produced earlier"
+    else:
+        found = f"its producer `{producer.name}` is no longer an op of the graph"
+        fix = "read a tensor an op of the graph produces"
+    graph = tensor.graph
+    return (
+        "Every tensor an op reads must have a value when it is read. "
+        f"In graph {graph.id or 'main'!r}, {reader} `{tensor.id}`, but {found}. "
+        f"Fix: {fix}."
+    )
 
 
 def written_tensors(op: Op) -> Iterator[Tensor]:

@@ -1,8 +1,10 @@
 """PopART behaviours real PopXL code meets: IO-tile <-> compute-tile copies inserted where a
 tensor crosses tile sets (PopART's IoComputeTileCopy), ``ReplicaGrouping._to_variable_settings``
 and ``popart.VariableSettings``, the distributed session options of an
-``Ir(replication="popdist")``, and ``get_tensor_data`` of grouped replica-sharded variables
-read back with ``"all_replicas"``."""
+``Ir(replication="popdist")``, ``get_tensor_data`` of grouped replica-sharded variables
+read back with ``"all_replicas"``; ``Context._add_in_sequence_topocons``, the refusal of a
+tensor with no value, remote variables checked against their buffers where used, and
+PopXL's ``const_rg``, maps and ``_pb_replica_grouping`` of replica groupings."""
 
 import numpy as np
 import pytest
@@ -11,9 +13,11 @@ import ipuxl as popxl
 import ipuxl.ops as ops
 import ipuxl.popdist
 from ipuxl import popart
+from ipuxl.context import get_current_context
 from ipuxl.ops.collectives.groups import CommGroup, CommGroupType
 from ipuxl.popart.errors import popart_exception
 from ipuxl.popdist.topology import Topology
+from ipuxl.replica_grouping import PopartReplicaGrouping
 
 
 def _op_names(graph):
@@ -200,3 +204,198 @@ def test_grouped_replica_sharded_variable_reads_back_per_retrieval_mode(retrieva
         np.testing.assert_array_equal(value, updated)
     else:  # replicas 0, 2 are group 0; 1, 3 group 1
         np.testing.assert_array_equal(value, updated[[0, 1, 0, 1]])
+
+
+# ---------------------------------------------------------------- Context._add_in_sequence_topocons
+def _repeat_built_aside():
+    """x + 1, then a call built under in_sequence("pass") (as popxl-addons' repeat_graph
+    builds its loop), then x * 2: returns the ir and the three ops."""
+    ir = popxl.Ir()
+    with ir.main_graph:
+        x = popxl.variable(np.float32(1), name="x")
+        body = ir.create_graph(lambda t: t + 1, x)
+        with popxl.in_sequence():
+            x + 1
+            with popxl.in_sequence("pass"):
+                info = ops.call_with_info(body, x)
+            get_current_context()._add_in_sequence_topocons(info._op)
+            x * 2
+    add, call, mul = ir.main_graph.ops
+    return ir, add, call, mul
+
+
+def test_an_existing_op_joins_the_sequence_it_is_added_to():
+    ir, add, call, mul = _repeat_built_aside()
+    assert call.name == "call"
+    assert call.after == (add,)
+    assert mul.after == (call,)
+
+
+def test_the_view_of_an_op_is_accepted_and_outside_in_sequence_nothing_changes():
+    ir = popxl.Ir()
+    with ir.main_graph:
+        x = popxl.variable(np.float32(1), name="x")
+        y = x + 1
+    add = ir.main_graph.ops[0]
+    view = ir._pb_ir.getMainGraph().getOps()[0]
+    get_current_context()._add_in_sequence_topocons(view)
+    assert add.after == ()
+    with ir.main_graph, popxl.in_sequence():
+        y * 2
+        get_current_context()._add_in_sequence_topocons(view)
+    mul = ir.main_graph.ops[1]
+    assert add.after == (mul,)
+
+
+def test_add_in_sequence_topocons_refuses_what_is_not_an_op():
+    with pytest.raises(TypeError, match=r"_add_in_sequence_topocons takes an op .* got str"):
+        get_current_context()._add_in_sequence_topocons("add")
+
+
+# ---------------------------------------------------------------- tensors with no value
+def _reader_of_a_detached_tensor():
+    """relu(x) read by an add, then the relu's outputs disconnected (graph surgery)."""
+    ir = popxl.Ir()
+    with ir.main_graph:
+        x = popxl.variable(np.float32([1, -2]), name="x")
+        y = ops.relu(x)
+        z = y + x
+        out = popxl.d2h_stream((2,), popxl.float32, "out")
+        ops.host_store(out, z)
+    relu_view = ir._pb_ir.getMainGraph().getOps()[0]
+    relu_view.disconnectAllOutputs()
+    return ir
+
+
+def test_an_op_reading_a_detached_tensor_is_refused_with_its_names():
+    ir = _reader_of_a_detached_tensor()
+    with pytest.raises(popart_exception, match=(
+            r"Every tensor an op reads must have a value when it is read\. In graph 'main', "
+            r"`add` \(at test_popxl_gaps\.py:\d+\) reads `relu_out`, but no op produces it "
+            r"and it is not a graph input, Variable or Constant\. Fix: connect")):
+        popxl.Session(ir, "cpu")
+
+
+def test_a_tensor_read_before_its_producer_is_refused():
+    ir = popxl.Ir()
+    with ir.main_graph:
+        x = popxl.variable(np.float32([1, -2]), name="x")
+        y = ops.relu(x)
+        z = ops.negate(x)
+        ops.host_store(popxl.d2h_stream((2,), popxl.float32, "out"), y)
+    graph = ir._pb_ir.getMainGraph()
+    relu, neg = graph.getOps()[:2]
+    relu.disconnectAllInputs()
+    relu.connectInTensor(0, z.id)
+    with pytest.raises(popart_exception, match=(
+            r"`relu` \(at .*\) reads `negate_out`, but its producer `negate` \(at .*\) comes "
+            r"later\. Fix: create the producer first")):
+        popxl.Session(ir, "cpu")
+
+
+def test_a_returned_detached_tensor_is_refused():
+    ir = popxl.Ir()
+    with ir.main_graph:
+        x = popxl.variable(np.float32(1), name="x")
+        graph = ir.create_graph(lambda t: ops.relu(t), x)
+        ops.call(graph, x)
+    graph._pb_graph.getOps()[0].disconnectAllOutputs()
+    with pytest.raises(popart_exception, match=(
+            r"In graph '.*', the graph returns `.*relu_out`, but no op produces it")):
+        popxl.Session(ir, "cpu")
+
+
+# ---------------------------------------------------------------- remote variables and buffers
+def test_a_remote_variable_is_checked_against_its_buffer_where_it_is_used():
+    ir = popxl.Ir()
+    with ir.main_graph:
+        buffer = popxl.remote_buffer((2,), popxl.float32)
+        var = popxl.remote_variable(np.zeros(3, np.float32), buffer, 0, name="v")  # as PopXL
+        assert var.shape == (3,)
+        with pytest.raises(ValueError, match=r"^Tensor v does not match buffer"):
+            ops.remote_store(buffer, 0, var)
+        ops.host_store(popxl.d2h_stream((2,), popxl.float32, "out"), ops.remote_load(buffer, 0))
+    with pytest.raises(ValueError, match=(
+            r"^Tensor v does not match buffer: the tensor is popxl.dtypes.float32 \(3,\), the "
+            r"buffer holds popxl.dtypes.float32 \(2,\)\. Use a buffer of the tensor's shape")):
+        popxl.Session(ir, "cpu")
+
+
+def test_a_remote_sharded_variable_is_checked_per_shard_at_session_build():
+    ir = popxl.Ir(replication=2)
+    with ir.main_graph:
+        buffer = popxl.remote_buffer((4,), popxl.float32)
+        popxl.remote_replica_sharded_variable(np.zeros(6, np.float32), buffer, name="s")
+        ops.host_store(popxl.d2h_stream((4,), popxl.float32, "out"), ops.remote_load(buffer, 0))
+    with pytest.raises(ValueError, match=(
+            r"^Tensor s does not match buffer: the tensor is popxl.dtypes.float32 \(3,\) "
+            r"\(one of 2 shards\), the buffer holds popxl.dtypes.float32 \(4,\)")):
+        popxl.Session(ir, "ipu_model")
+
+
+def test_a_grouped_remote_variable_matches_a_buffer_without_the_group_dimension():
+    ir = popxl.Ir(replication=4)
+    data = np.arange(12, dtype=np.float32).reshape(2, 6)
+    with ir.main_graph:
+        buffer = popxl.remote_buffer((6,), popxl.float32)
+        grouping = ir.replica_grouping(group_size=2)
+        var = popxl.remote_variable(data, buffer, 0, name="g", replica_grouping=grouping)
+        loaded = ops.remote_load(buffer, 0)
+        out = popxl.d2h_stream((6,), popxl.float32, "out")
+        ops.host_store(out, loaded)
+    with popxl.Session(ir, "ipu_model") as session:
+        result = session.run()[out]
+        np.testing.assert_array_equal(session.get_tensor_data(var), data)
+    np.testing.assert_array_equal(result, data[[0, 0, 1, 1]])
+
+
+# ---------------------------------------------------------------- replica groupings
+def test_constant_groupings_have_no_maps_and_a_popart_form():
+    rg = popxl.Ir(replication=8).replica_grouping(stride=2, group_size=4)
+    assert rg.to_device_map is None and rg.to_host_map is None
+    pb = rg._pb_replica_grouping
+    assert (pb.getNumReplicas(), pb.getStride(), pb.getGroupSize(), pb.getNumGroups()) == (8, 2, 4, 2)
+    assert [pb.getGroupAt(r) for r in range(8)] == rg.assignment
+    assert pb.getReplicasAt(1) == [1, 3, 5, 7]
+    assert [pb.getIndexInGroupAt(r) for r in range(8)] == [0, 0, 1, 1, 2, 2, 3, 3]
+    assert pb.getTranspose() == PopartReplicaGrouping(8, 1, 2)
+    assert pb.str() == "ReplicaGrouping(numReplicas=8, stride=2, groupSize=4)"
+
+
+def test_popart_replica_grouping_defaults_and_errors():
+    assert PopartReplicaGrouping(4) == PopartReplicaGrouping(4, 1, 4)
+    assert PopartReplicaGrouping(4, 2, 1).getStride() == 1  # one replica per group
+    assert PopartReplicaGrouping(4, 1, 2).getTranspose() == PopartReplicaGrouping(4, 2, 2)
+    with pytest.raises(popart_exception, match=r"must be divisible by the product .* 6 "
+                       r"replicas, stride 2, group size 2\. Use a group size from \[1, 3\]"):
+        PopartReplicaGrouping(6, 2, 2)
+    with pytest.raises(popart_exception, match=r"The stride .* must be a positive integer, got 0"):
+        PopartReplicaGrouping(4, 0, 2)
+    with pytest.raises(popart_exception, match=r"requested group index 2 is outside the valid "
+                       r"range 0\.\.1 for 'ReplicaGrouping\(numReplicas=4, stride=1, groupSize=2\)'"):
+        PopartReplicaGrouping(4, 1, 2).getReplicasAt(2)
+    with pytest.raises(popart_exception, match=r"transpose of .* cannot be represented"):
+        PopartReplicaGrouping(8, 2, 2).getTranspose()
+
+
+def test_a_non_constant_grouping_has_no_popart_form():
+    rg = popxl.Ir(replication=4).replica_grouping_from_assignments([0, 1, 1, 0])
+    with pytest.raises(NotImplementedError, match=r"is not a constant grouping"):
+        _ = rg._pb_replica_grouping
+
+
+def test_a_non_constant_variable_round_trips_with_popxls_const_rg():
+    # Gaps 1 and 3: every group is cut at its gaps of 3, so const_rg is one replica a group.
+    assignment = [0, 1, 1, 0, 0, 1, 1, 0]
+    ir = popxl.Ir(replication=8)
+    rg = ir.replica_grouping_from_assignments(assignment)
+    assert rg.const_rg.assignment == list(range(8))
+    assert (rg.to_device_map, rg.to_host_map) == (assignment, [0, 1])
+    data = np.arange(12, dtype=np.int32).reshape(2, 3, 2)
+    with ir.main_graph:
+        var = popxl.variable(data, popxl.int32, name="var", replica_grouping=rg)
+        ops.print_tensor(var)
+    with popxl.Session(ir, "ipu_model") as session:
+        np.testing.assert_array_equal(session.get_tensor_data(var), data)
+        session.write_variable_data(var, data[::-1])
+        np.testing.assert_array_equal(session.get_tensor_data(var), data[::-1])

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import math
 import sys
 import types
 
@@ -234,9 +235,13 @@ def test_from_assignments_copies_its_input():
     [
         (4, [0, 1, 1, 0], (1, 1), [0, 1, 1, 0], [0, 1]),
         (8, [0, 0, 1, 1, 1, 1, 0, 0], (1, 2), [0, 1, 1, 0], [0, 1]),
-        (8, [0, 1, 1, 0, 0, 1, 1, 0], (4, 2), [0, 1, 1, 0], [0, 1]),
+        # Gaps 1 and 3: cut at every gap of 3, pieces of 1 and 2 replicas, gcd 1.
+        (8, [0, 1, 1, 0, 0, 1, 1, 0], (1, 1), [0, 1, 1, 0, 0, 1, 1, 0], [0, 1]),
         (8, [0, 1, 1, 0, 2, 3, 3, 2], (1, 1), [0, 1, 1, 0, 2, 3, 3, 2], [0, 1, 4, 5]),
-        (8, [0, 1, 0, 1, 1, 0, 1, 0], (2, 2), [0, 1, 1, 0], [0, 1]),
+        (8, [0, 1, 0, 1, 1, 0, 1, 0], (1, 1), [0, 1, 0, 1, 1, 0, 1, 0], [0, 1]),
+        # Smallest gap 2; group 1, {1, 3, 8, 10}, is cut at its gap of 5 into two pieces of
+        # 2, the other groups are one piece of 4: gcd 2, so stride 2, group size 2.
+        (12, [0, 1, 0, 1, 0, 2, 0, 2, 1, 2, 1, 2], (2, 2), [0, 1, 0, 2, 1, 2], [0, 1, 3]),
     ],
 )
 def test_non_constant(replicas, assignment, const_rg, to_device_map, to_host_map):
@@ -278,31 +283,45 @@ def test_every_assignment_round_trips_through_its_maps(replicas):
         for g in range(1, replicas + 1)
         if replicas % (s * g) == 0
     }
-    constant_by_assignment = {}
-    for s in range(1, replicas + 1):
-        for g in range(1, replicas + 1):
-            if replicas % (s * g) == 0:
-                constant_by_assignment.setdefault(tuple(reference_assignment(replicas, s, g)), g)
     for assignment in valid_assignments(replicas):
         rg = ReplicaGrouping._from_assignments(ir, assignment)
         assert rg.is_const == (tuple(assignment) in constant)
         const_rg = rg.const_rg
         assert const_rg.is_const
         assert refines(const_rg.assignment, assignment)
-        # Coarsest: no constant grouping with bigger groups also refines it.
-        assert not any(
-            refines(list(other), assignment) and size > const_rg.group_size
-            for other, size in constant_by_assignment.items()
-        )
+        if rg.is_const:
+            assert const_rg is rg
+            assert rg.to_device_map is None and rg.to_host_map is None
+            continue
+        assert (const_rg.stride, const_rg.group_size) == popxl_const_rg(assignment)
         # Host data in the user's numbering: write, let each replica take its value, read back.
         host = np.arange(rg.num_groups) * 10
         stored = host[rg.to_device_map]
         per_replica = stored[const_rg.assignment]
         np.testing.assert_array_equal(per_replica, host[assignment])
         np.testing.assert_array_equal(stored[rg.to_host_map], host)
-        if rg.is_const:
-            assert const_rg is rg
-            assert rg.to_device_map == rg.to_host_map == list(range(rg.num_groups))
+
+
+def popxl_const_rg(assignment: list[int]) -> tuple[int, int]:
+    """PopXL's (stride, group size) of const_rg, computed by relabelling replicas: each
+    member after a gap wider than the smallest gap starts a new group."""
+    last: dict[int, int] = {}
+    gaps = []
+    for replica, group in enumerate(assignment):
+        if group in last:
+            gaps.append(replica - last[group])
+        last[group] = replica
+    smallest = min(gaps)
+    label, piece_of, last = 0, {}, {}
+    relabelled = []
+    for replica, group in enumerate(assignment):
+        if group not in last or replica - last[group] > smallest:
+            piece_of[group] = label
+            label += 1
+        last[group] = replica
+        relabelled.append(piece_of[group])
+    size = math.gcd(*(relabelled.count(piece) for piece in set(relabelled)))
+    return (smallest if size > 1 else 1, size)
 
 
 # ---------------------------------------------------------------------------- transpose
