@@ -399,3 +399,10 @@ def test_a_non_constant_variable_round_trips_with_popxls_const_rg():
         np.testing.assert_array_equal(session.get_tensor_data(var), data)
         session.write_variable_data(var, data[::-1])
         np.testing.assert_array_equal(session.get_tensor_data(var), data[::-1])
+
+
+def test_popart_replica_grouping_is_the_internal_ir_class():
+    from ipuxl.popart._internal import ir as _ir
+
+    grouping = popxl.Ir(replication=4).replica_grouping(stride=2, group_size=2)
+    assert isinstance(grouping._pb_replica_grouping, _ir.ReplicaGrouping)

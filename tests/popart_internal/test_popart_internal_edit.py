@@ -197,3 +197,23 @@ def test_topo_cons_insert_orders_ops():
     assert cons.getBefores(sin) == [exp] and cons.getAfters(exp) == [sin]
     with pytest.raises(popart_exception, match="cannot run before itself"):
         cons.insert(exp, exp)
+
+
+def test_remove_output_past_the_end_removes_the_last_as_popart_does():
+    # popxl-addons' autodiff_with_accumulation removes a tail of outputs by the indices
+    # they had before any was removed, in ascending order.
+    ir = popxl.Ir()
+    with ir.main_graph:
+        a = popxl.variable(np.ones(2, np.float32), name="a")
+        graph = ir.create_graph(lambda t: (t + 1, t * 2, t - 1, t / 2), a)
+    pb = graph._pb_graph
+    kept = pb.getOutputIds()[:1]
+    for index in (1, 2, 3):
+        pb.removeOutput(index)
+    assert pb.getOutputIds() == kept
+    with pytest.raises(popart_exception, match=r"has no output -1: it has 1\. Give an index"):
+        pb.removeOutput(-1)
+    pb.removeOutput(5)
+    assert pb.getOutputIds() == []
+    with pytest.raises(popart_exception, match=r"has no output 0: it has 0\."):
+        pb.removeOutput(0)

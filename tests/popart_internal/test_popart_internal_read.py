@@ -121,7 +121,7 @@ def test_schedule_and_ids():
         schedule = graph._pb_graph.getOpSchedule(False)
         assert [op._object for op in schedule] == list(graph.ops)
     ids = [op.id for g in ir._pb_ir.getAllGraphs() for op in g.getOps()]
-    assert ids == list(range(len(ids)))
+    assert ids == list(range(100, 100 + len(ids)))  # PopART's ids start at 100
     main = ir.main_graph._pb_graph
     assert main.getOp(ids[1]) is main.getOps()[1]
     with pytest.raises(popart_exception, match="No Op `999`"):
@@ -246,11 +246,32 @@ def test_bwd_graph_info_builds_the_same_grad_graph_info():
         info.expected_inputs[0].fwd_tensor.id, _ir.ExpectedConnectionType.FwdGrad)
 
 
+def test_bwd_graph_info_describes_the_first_inputs_and_outputs():
+    # As popxl-addons' accumulation and recomputation leave it: an accumulator input
+    # added after autodiff has no connection, and a removed output keeps its own.
+    ir, fwd, info = grad_program()
+    with info.graph:
+        accumulator = popxl.graph_input((3,), popxl.float32, "accumulator")
+    info.graph._pb_graph.removeOutput(0)
+    pb_inputs = [_ir.pb_expected_connection(c) for c in info.expected_inputs]
+    pb_outputs = [_ir.pb_expected_connection(c) for c in info.expected_outputs]
+    rebuilt = _ir.grad_graph_info_from_pb(
+        ir._pb_ir, fwd._pb_graph,
+        _ir.BwdGraphInfo(info.graph._pb_graph.id, pb_inputs, pb_outputs))
+    assert info.graph.inputs[-1] is accumulator
+    assert len(rebuilt.expected_inputs) == len(info.graph.inputs) - 1
+    assert [c.fwd_tensor for c in rebuilt.expected_outputs] == list(info.outputs)
+    assert info.graph.outputs == ()
+
+
 def test_bwd_graph_info_errors():
     ir, fwd, info = grad_program()
-    with pytest.raises(popart_exception, match="lists 0 expected inputs"):
+    twice = [_ir.pb_expected_connection(c) for c in info.expected_inputs * 2]
+    with pytest.raises(popart_exception,
+                       match=rf"lists {len(twice)} expected inputs, but the gradient graph "
+                             rf"\S+ has {len(twice) // 2} inputs"):
         _ir.grad_graph_info_from_pb(
-            ir._pb_ir, fwd._pb_graph, _ir.BwdGraphInfo(info.graph._pb_graph.id, [], []))
+            ir._pb_ir, fwd._pb_graph, _ir.BwdGraphInfo(info.graph._pb_graph.id, twice, []))
     with pytest.raises(TypeError, match="BwdGraphInfo takes a GraphId"):
         _ir.BwdGraphInfo(info.graph.id, [], [])
     with pytest.raises(TypeError, match="must be an ExpectedConnectionType"):

@@ -24,6 +24,7 @@ from __future__ import annotations
 from ipuxl.execution_context import ExecutionContext
 from ipuxl.ops.collectives.collectives import CollectiveOperator
 from ipuxl.popart.tensor_info import DataType, TensorInfo
+from ipuxl.replica_grouping import PopartReplicaGrouping as ReplicaGrouping
 
 from . import op, patterns, view
 from ._bwd_graph_info import (
@@ -36,10 +37,12 @@ from ._bwd_graph_info import (
 from ._graph import Graph, GraphId, Ir
 from ._hints import OptionalFloat
 from ._op import Op
+from ._settings import Settings, TileSet
 from ._tensor import Consumers, Tensor
 from ._topocons import TopoCons
 
 __all__ = ["Ir", "Graph", "GraphId", "Op", "Tensor", "Consumers", "TensorInfo", "DataType",
            "TopoCons", "ExecutionContext", "BwdGraphInfo", "ExpectedConnection",
            "ExpectedConnectionType", "op", "patterns", "view", "grad_graph_info_from_pb",
-           "pb_expected_connection", "OptionalFloat", "CollectiveOperator"]
+           "pb_expected_connection", "OptionalFloat", "CollectiveOperator",
+           "Settings", "TileSet", "ReplicaGrouping"]

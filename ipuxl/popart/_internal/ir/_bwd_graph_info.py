@@ -83,21 +83,27 @@ def grad_graph_info_from_pb(ir: Ir, fwd_graph: Graph, info: BwdGraphInfo) -> Gra
     """ipuxl's ``GradGraphInfo`` for ``info``, whose connections name tensors of
     ``fwd_graph``.
 
+    As PopART's, the connections describe the gradient graph's first inputs and
+    outputs: inputs after them are bound by the caller (popxl-addons adds gradient
+    accumulators and a counter as inputs after autodiff, and lists no connection for
+    them), and outputs may have been removed since (popxl-addons removes the outputs of
+    the gradients it accumulates, and keeps their connections).
+
     Raises:
-        popart_exception: the gradient graph or a forward tensor does not exist, or the
-            connections do not match the gradient graph's inputs and outputs in number.
+        popart_exception: the gradient graph or a forward tensor does not exist, or more
+            inputs are expected than the gradient graph has.
     """
     grad_graph = ir.getGraph(info.bwdGraphId)._object
     forward = fwd_graph._object
 
-    def connections(expected: Sequence[ExpectedConnection], what: str,
-                    count: int) -> list[IpuxlExpectedConnection]:
-        if len(expected) != count:
-            raise popart_exception(
-                f"BwdGraphInfo lists {len(expected)} expected {what}s, but the gradient "
-                f"graph {grad_graph.id} has {count} {what}s. List one connection per "
-                f"{what}, in order."
-            )
+    if len(info.expectedInputs) > len(grad_graph.inputs):
+        raise popart_exception(
+            f"BwdGraphInfo lists {len(info.expectedInputs)} expected inputs, but the "
+            f"gradient graph {grad_graph.id} has {len(grad_graph.inputs)} inputs. List one "
+            "connection for each of the graph's first inputs, in order."
+        )
+
+    def connections(expected: Sequence[ExpectedConnection]) -> list[IpuxlExpectedConnection]:
         made = []
         for connection in expected:
             try:
@@ -107,9 +113,8 @@ def grad_graph_info_from_pb(ir: Ir, fwd_graph: Graph, info: BwdGraphInfo) -> Gra
             made.append(IpuxlExpectedConnection._create(tensor, connection.type))
         return made
 
-    inputs = connections(info.expectedInputs, "input", len(grad_graph.inputs))
-    outputs = connections(info.expectedOutputs, "output", len(grad_graph.outputs))
-    return GradGraphInfo._create(grad_graph, forward, inputs, outputs)
+    return GradGraphInfo._create(grad_graph, forward, connections(info.expectedInputs),
+                                 connections(info.expectedOutputs))
 
 
 def pb_expected_connection(connection: IpuxlExpectedConnection) -> ExpectedConnection:

@@ -199,7 +199,14 @@ def mark_as_output(graph: Graph, *args: Any) -> None:
 
 
 def remove_output(graph: Graph, index_or_id: int | str) -> None:
-    """Remove the output at this index (or with this tensor id)."""
+    """Remove the output at this index (or with this tensor id).
+
+    An index at or past the end removes the last output, as PopART's
+    ``Graph::removeOutput`` does (its vector erase past the end drops the last
+    element). popxl-addons' ``autodiff_with_accumulation`` relies on it: it removes a
+    tail of outputs by their indices before any was removed, in ascending order, so
+    every index after the first is past the end by then.
+    """
     if isinstance(index_or_id, str):
         ids = [t.id for t in graph.outputs]
         if index_or_id not in ids:
@@ -209,12 +216,12 @@ def remove_output(graph: Graph, index_or_id: int | str) -> None:
             )
         index = ids.index(index_or_id)
     else:
-        index = index_or_id
-    if not 0 <= index < len(graph.outputs):
-        raise popart_exception(
-            f"removeOutput: graph {graph.id or 'main'!r} has no output {index}: it has "
-            f"{len(graph.outputs)}."
-        )
+        if index_or_id < 0 or not graph.outputs:
+            raise popart_exception(
+                f"removeOutput: graph {graph.id or 'main'!r} has no output {index_or_id}: "
+                f"it has {len(graph.outputs)}. Give an index from 0, or the id of an output."
+            )
+        index = min(index_or_id, len(graph.outputs) - 1)
     _check_not_called(graph, "removeOutput")
     del graph._outputs[index]
     graph.ir._edited()

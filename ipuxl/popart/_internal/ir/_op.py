@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     import ipuxl.tensor
 
     from ._graph import Graph
+    from ._settings import Settings
     from ._tensor import Tensor
     from .view import Region
 
@@ -90,6 +91,13 @@ class Op:
         from ipuxl.execution_context import ExecutionContext
 
         return ExecutionContext(self._object.execution_context)
+
+    def getSettings(self) -> Settings:  # noqa: N802
+        """The op's placement (``tileSet``, ``vgraphId``, ``executionContext``, ``name``),
+        read from the ipuxl op."""
+        from ._settings import Settings
+
+        return Settings(self._object)
 
     # ----------------------------------------------------------------- inputs, outputs
     def inTensor(self, index: int) -> Tensor:  # noqa: N802
