@@ -15,6 +15,7 @@ Example (what popxl-addons' ``set_available_memory_proportion_by_ipu`` does)::
 
 from __future__ import annotations
 
+import enum
 import numbers
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +25,7 @@ from ipuxl.ops.type_rules import check_available_memory_proportion
 if TYPE_CHECKING:
     import ipuxl.op
 
-__all__ = ["OptionalFloat", "MultiConvOptions", "AvailableMemoryHints", "MatMulHints",
+__all__ = ["OptionalFloat", "MatMulPartialsType", "MultiConvOptions", "AvailableMemoryHints", "MatMulHints",
            "ConvHints", "HINT_MIXINS"]
 
 _PARTIALS = {"half": dtypes.float16, "float": dtypes.float32}
@@ -44,6 +45,13 @@ class OptionalFloat:
 
     def __repr__(self) -> str:
         return f"OptionalFloat({'' if self.value is None else self.value})"
+
+
+class MatMulPartialsType(enum.Enum):
+    """PopART's ``MatMulPartialsType``: the type a matmul accumulates in."""
+
+    HALF = "half"
+    FLOAT = "float"
 
 
 class MultiConvOptions:
@@ -104,6 +112,30 @@ class MatMulHints(AvailableMemoryHints):
 
     def useFullyConnectedPass(self) -> bool:  # noqa: N802
         return bool(self._object.hints.get("use_fully_connected_pass", True))
+
+    def getPartialsType(self) -> MatMulPartialsType:  # noqa: N802
+        """The op's ``partials_type`` hint, else the Ir's session option
+        ``partialsTypeMatMuls`` (``"half"``, ``"float"``; empty: FLOAT), as PopART's.
+
+        Raises:
+            ValueError: the session option is another string.
+        """
+        partials = self._object.hints.get("partials_type")
+        if partials is not None:
+            return (MatMulPartialsType.HALF if partials == dtypes.float16
+                    else MatMulPartialsType.FLOAT)
+        from ipuxl.session_options import PbIr
+
+        option = PbIr(self._object.graph.ir).getSessionOptions().partialsTypeMatMuls
+        name = str(option).lower()
+        if name == "":
+            return MatMulPartialsType.FLOAT
+        if name not in _PARTIALS:
+            raise ValueError(
+                f"Unable to get the partials type of {self._object.name}: the session "
+                f"option partialsTypeMatMuls is {option!r}; use 'half', 'float' or ''."
+            )
+        return MatMulPartialsType(name)
 
 
 class ConvHints:

@@ -161,6 +161,10 @@ class Op:
     def outIndex(self, tensor: Tensor) -> int:  # noqa: N802
         return _index_of(self._object.outputs, tensor, "output", self)
 
+    def isOptimizerOp(self) -> bool:  # noqa: N802
+        """False: PopART's optimizer ops (var updates, updaters) override it."""
+        return False
+
     def modifies(self, tensor: Tensor) -> bool:
         """Whether this op writes ``tensor`` in place."""
         return modifies(self._object, tensor._object)

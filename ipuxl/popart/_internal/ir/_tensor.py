@@ -93,6 +93,19 @@ class Tensor:
             return [Region.getFull(list(self._object.shape))]
         return [Region.getEmpty(len(self._object.shape))]
 
+    def isAliased(self) -> bool:  # noqa: N802
+        """Whether this tensor shares memory with another tensor of its graph: it is the
+        output of a view op (``reshape_``...) or of an in-place op, or such an output
+        aliases it. The aliasing is ipuxl's verifier's (``OpDef.write_back`` and
+        ``OpDef.modifies``)."""
+        from ipuxl.verify import _memory_roots
+
+        tensor = self._object
+        roots = _memory_roots(tensor.graph)
+        if tensor in roots:
+            return True
+        return any(tensor in aliased for aliased in roots.values())
+
     def isGraphInput(self) -> bool:  # noqa: N802
         return self._object in self._object.graph.inputs
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ipuxl.ops.collectives.collectives import CollectiveOperator
 
-from .._hints import MultiConvOptions
+from .._hints import MatMulPartialsType, MultiConvOptions
 from .._op import CallOp, IfOp, IpuCopyOp, LoopOp, Op, SubgraphOp
 from . import collectives, exchange
 from ._classes import class_of, classes_in
@@ -18,5 +18,5 @@ from ._classes import class_of, classes_in
 globals().update(classes_in(""))
 
 __all__ = ["Op", "SubgraphOp", "CallOp", "LoopOp", "IfOp", "IpuCopyOp", "class_of",
-           "CollectiveOperator", "MultiConvOptions",
+           "CollectiveOperator", "MultiConvOptions", "MatMulPartialsType",
            "collectives", "exchange", *sorted(classes_in(""))]

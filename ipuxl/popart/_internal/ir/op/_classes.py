@@ -4,13 +4,16 @@ Classes with behaviour of their own (``CallOp``, ``LoopOp``, ``IfOp``, ``IpuCopy
 are written out in :mod:`.._op`; the others are plain subclasses of ``Op``, except
 ``AccumulatorZeroOp``, which is an ``AccumulatorScaleOp`` as in PopART. Classes whose
 PopART binding sets IPU planning hints also take the hint methods of
-:data:`.._hints.HINT_MIXINS` (``MatMulOp.setAvailableMemoryProportion``...).
+:data:`.._hints.HINT_MIXINS` (``MatMulOp.setAvailableMemoryProportion``...), and
+optimizer ops those of :data:`.._var_updates.VAR_UPDATE_MIXINS` (``isOptimizerOp``,
+``getFactor``...).
 """
 
 from __future__ import annotations
 
 from .._hints import HINT_MIXINS
 from .._op import CallOp, IfOp, IpuCopyOp, LoopOp, Op
+from .._var_updates import VAR_UPDATE_MIXINS
 from ._table import CLASS_OF
 
 __all__ = ["CLASSES", "class_of"]
@@ -19,6 +22,8 @@ _WRITTEN_OUT: dict[str, type[Op]] = {
     "CallOp": CallOp, "LoopOp": LoopOp, "IfOp": IfOp, "IpuCopyOp": IpuCopyOp,
 }
 _BASES = {"AccumulatorZeroOp": "AccumulatorScaleOp"}
+# PopART class name -> the methods of its own the view takes (hints, optimizer getters).
+_MIXINS: dict[str, type] = {**HINT_MIXINS, **VAR_UPDATE_MIXINS}
 
 
 def _make(path: str, made: dict[str, type[Op]]) -> type[Op]:
@@ -30,7 +35,7 @@ def _make(path: str, made: dict[str, type[Op]]) -> type[Op]:
         return made[path]
     base = _make(_BASES[name], made) if name in _BASES else Op
     module = "ipuxl.popart._internal.ir.op" + (f".{submodule}" if submodule else "")
-    bases = (HINT_MIXINS[name], base) if name in HINT_MIXINS else (base,)
+    bases = (_MIXINS[name], base) if name in _MIXINS else (base,)
     made[path] = type(name, bases, {
         "__doc__": f"PopART's ``{name}``: the view of an ipuxl op of this class.",
         "__module__": module,
