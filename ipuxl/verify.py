@@ -95,8 +95,9 @@ def written_tensors(op: Op) -> Iterator[Tensor]:
         yield op.inputs[index]
 
 
-def _memory_roots(graph: Graph) -> dict[Tensor, frozenset[Tensor]]:
-    """For every tensor of ``graph``, the tensors owning the memory it aliases."""
+def memory_roots(graph: Graph) -> dict[Tensor, frozenset[Tensor]]:
+    """For every aliasing tensor of ``graph`` (a view's or an in-place op's output), the
+    tensors owning the memory it aliases; a tensor not in the map owns its own."""
     roots: dict[Tensor, frozenset[Tensor]] = {}
 
     def of(tensor: Tensor) -> frozenset[Tensor]:
@@ -126,7 +127,7 @@ def check_inplacing_ambiguity(graph: Graph) -> None:
             if j is not None and j < i:
                 bits |= ancestors[j] | (1 << j)
         ancestors.append(bits)
-    roots = _memory_roots(graph)
+    roots = memory_roots(graph)
     readers: dict[Tensor, list[int]] = {}
     for i, op in enumerate(ops):
         for tensor in op.inputs:

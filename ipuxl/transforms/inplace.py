@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING
 
 from ipuxl.op import OpDef
 from ipuxl.tensor import Constant, Tensor, Variable
+from ipuxl.verify import memory_roots
 
 if TYPE_CHECKING:
     from ipuxl.graph import Graph
@@ -78,7 +79,7 @@ def _inplace_blockers(op: Op, index: int) -> list[Op] | None:
     (result,) = op.outputs
     if (result.shape, result.dtype) != (target.shape, target.dtype):
         return None
-    roots = _memory_roots(graph)
+    roots = memory_roots(graph)
     family = roots.get(target, frozenset((target,)))
     if any(_outlives_graph(root, graph) for root in family):
         return None
@@ -112,19 +113,6 @@ def _outlives_graph(tensor: Tensor, graph: Graph) -> bool:
             if caller.name == "call" and index in written or caller.name != "call" and written:
                 return True
     return False
-
-
-def _memory_roots(graph: Graph) -> dict[Tensor, frozenset[Tensor]]:
-    """For each aliasing tensor of ``graph``, the tensors owning its memory."""
-    roots: dict[Tensor, frozenset[Tensor]] = {}
-    for op in graph.ops:
-        if op.opdef.is_view:
-            shared = frozenset().union(*(roots.get(t, frozenset((t,))) for t in op.inputs))
-            roots.update((output, shared) for output in op.outputs)
-        elif op.opdef.is_modifying and op.opdef.returns_alias and op.outputs:
-            written = op.inputs[op.opdef.modifies]
-            roots[op.outputs[0]] = roots.get(written, frozenset((written,)))
-    return roots
 
 
 def _ancestors(op: Op) -> set[Op]:

@@ -98,10 +98,10 @@ class Tensor:
         output of a view op (``reshape_``...) or of an in-place op, or such an output
         aliases it. The aliasing is ipuxl's verifier's (``OpDef.write_back`` and
         ``OpDef.modifies``)."""
-        from ipuxl.verify import _memory_roots
+        from ipuxl.verify import memory_roots
 
         tensor = self._object
-        roots = _memory_roots(tensor.graph)
+        roots = memory_roots(tensor.graph)
         if tensor in roots:
             return True
         return any(tensor in aliased for aliased in roots.values())
