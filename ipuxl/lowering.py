@@ -22,6 +22,7 @@ their roots when they are read, so a read always sees the latest write, as on th
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import sys
 import threading
@@ -40,6 +41,7 @@ from ipuxl.op import Op
 from ipuxl.ops.remote import check_no_direct_reads
 from ipuxl.remote_buffer import RemoteBuffer, remote_slot
 from ipuxl.replica_sharding import shards_of
+from ipuxl.run_checks import RunChecks, checking, checks_for
 from ipuxl.streams import used_streams
 from ipuxl.tensor import Constant, Tensor, Variable
 
@@ -417,6 +419,8 @@ class Program:
     slots: int
     step: Callable[..., Any]
     uses_64bit: bool
+    # The run-time checks the step makes (from the options when the Session was built).
+    checks: RunChecks = RunChecks()
     # Filled in while tracing: per d2h stream (in order), the slots written when known
     # statically (a frozenset), or None when the step returns a run-time mask for it.
     static_written: tuple[frozenset[int] | None, ...] = ()
@@ -463,6 +467,7 @@ def lower_ir(ir: Ir) -> Program:
     uses_64bit = any(_is_64bit(t) for graph in ir.graphs for t in graph.tensors)
     inline_values = {c: host_to_device_array(c._data) for c in inline}
     ops = main.ops
+    checks = checks_for(ir)  # the options as they are now, when the Session is built
     program: Program
 
     def step(state: tuple, constant_args: tuple, inputs: tuple) -> tuple:
@@ -476,7 +481,8 @@ def lower_ir(ir: Ir) -> Program:
                                       dict(zip(h2d, inputs)), ir.num_host_transfers)
         lowering = GraphLowering(streams, dict(zip(variables, state)), constant_values,
                                  subgraphs)
-        lowering.lower_ops(ops)
+        with checking(program.checks):
+            lowering.lower_ops(ops)
         buffers = state[len(variables):]
         new_state = (*(lowering.read(v) for v in variables),
                      *(streams.remote[b] if b in stored else old
@@ -495,7 +501,7 @@ def lower_ir(ir: Ir) -> Program:
 
     program = Program(variables, remote_buffers, passed, inline, h2d, d2h,
                       ir.num_host_transfers, step,
-                      uses_64bit)
+                      uses_64bit, checks)
     return program
 
 
@@ -624,10 +630,11 @@ def with_nesting_room(ir: Ir, trace: Callable[[], _T]) -> _T:
             "graph with a larger `repeat_count` instead of nesting repeats."
         )
     outcome: dict[str, Any] = {}
+    context = contextvars.copy_context()  # the caller's context (e.g. ipuxl.run_checks)
 
     def run() -> None:
         try:
-            outcome["value"] = trace()
+            outcome["value"] = context.run(trace)
         except BaseException as error:  # handed to the calling thread below
             outcome["error"] = error
 

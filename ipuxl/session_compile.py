@@ -147,7 +147,7 @@ class SessionCompile:
         Sessions of identical Irs.
         """
         key = (fingerprint(self._ir, self._device_desc), str(self._device), self._donate,
-               self._mode)
+               self._mode, self._program.checks)
         start, missed = time.perf_counter(), []
 
         def build() -> tuple[Any, tuple, tuple[int, ...]]:

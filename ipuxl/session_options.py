@@ -104,6 +104,7 @@ DEFAULTS: dict[str, Any] = {
     "numIOTiles": 0,
     "outlineThreshold": 1.0,
     "partialsTypeMatMuls": "",
+    "throwIfLog2ScaleTensorNotInRange": True,
     "rearrangeAnchorsOnHost": True,
     "rearrangeStreamsOnHost": False,
     "replicatedGraphCount": 1,
@@ -125,6 +126,9 @@ HONOURED: dict[str, str] = {
     "enableEngineCaching": "with cachePath: Sessions of this Ir use JAX's persistent "
                            "compilation cache in cachePath (as POPXL_CACHE_DIR does)",
     "cachePath": "the directory of the persistent cache when enableEngineCaching is True",
+    "throwIfLog2ScaleTensorNotInRange": "the float8 ops with a log2_scale tensor stop the "
+                                        "run when the scale is outside [-32, 32) (see "
+                                        "ipuxl.run_checks)",
     "numIOTiles": "IO tiles per IPU of the IPU model for Session(ir, 'ipu_model') (a "
                   "createIpuModelDevice device's own numIOTiles, when set, wins)",
     "accumulationFactor": "popart.TrainingSession: micro-batches per weight update, when "

@@ -70,11 +70,12 @@ def test_print_tensor_single_characters(name: str, value: str) -> None:
             ops.print_tensor(x, **{name: value})
 
 
-def test_to_fp8_scale_dtype_is_checked_before_its_rank() -> None:
+def test_to_fp8_scale_rank_is_checked_before_its_dtype() -> None:
+    # PopXL's order: a float scale of rank 1 is refused for its rank.
     ir = popxl.Ir()
     with ir.main_graph:
         x = popxl.variable(np.ones(2, np.float32))
         scale = popxl.constant(np.zeros(2, np.float32))
-        with pytest.raises(TypeError, match="Log2 scale tensor must be of type popxl.int32"):
+        with pytest.raises(ValueError, match="Log2 scale argument must be a scalar tensor"):
             ops.pow2scale_cast_to_fp8(x, scale, popxl.float8_143)
 

@@ -47,6 +47,7 @@ from ipuxl.ops.matmul import check_float8_operands
 from ipuxl.ops.nn import widened
 from ipuxl.ops.type_rules import FLOAT_DTYPES, check_available_memory_proportion, require_dtype
 from ipuxl.popart import popart_exception
+from ipuxl.run_checks import assert_log2_scale_in_range
 from ipuxl.tensor import Tensor, TensorSpec
 
 __all__ = ["conv", "conv_pow2scaled", "conv_transpose", "conv_transpose_pow2scaled"]
@@ -358,6 +359,7 @@ def _conv_transpose(x: jax.Array, w: jax.Array, **attrs: Any) -> jax.Array:
 
 def _scaled(y: jax.Array, log2_scale: jax.Array) -> jax.Array:
     """float16 ``y * 2**log2_scale`` (scaled in float32, rounded once)."""
+    assert_log2_scale_in_range(log2_scale)
     return jnp.ldexp(y, log2_scale).astype(jnp.float16)
 
 

@@ -28,28 +28,30 @@ import ml_dtypes
 from ipuxl import dtypes
 from ipuxl.op import OpDef, check_is_tensor
 from ipuxl.ops.type_rules import FLOAT8_DTYPES, FROM_FP8_TARGETS, TO_FP8_SOURCES, as_data_type
+from ipuxl.run_checks import assert_log2_scale_in_range
 from ipuxl.tensor import Tensor, TensorSpec
 
 __all__ = ["pow2scale_cast_to_fp8", "pow2scale_cast_from_fp8"]
 
 
 def check_log2_scale(log2_scale: Tensor) -> None:
-    """Raise unless ``log2_scale`` is a rank-0 int32 tensor (shared by the scaled ops).
+    """Raise unless ``log2_scale`` is a rank-0 int32 tensor (shared by the scaled ops;
+    the rank is checked first, as PopXL does).
 
     Raises:
         TypeError: not a Tensor, or not int32.
         ValueError: not rank 0.
     """
     check_is_tensor("log2_scale", log2_scale)
-    if log2_scale.dtype != dtypes.int32:
-        raise TypeError(
-            f"Log2 scale tensor must be of type popxl.int32, got {log2_scale.dtype!r} "
-            f"(`{log2_scale.id}`). Create it with `popxl.constant(s, popxl.int32)`."
-        )
     if log2_scale.shape != ():
         raise ValueError(
             f"Log2 scale argument must be a scalar tensor, got shape {log2_scale.shape} "
             f"(`{log2_scale.id}`). Reshape it with `ops.reshape(s, ())`."
+        )
+    if log2_scale.dtype != dtypes.int32:
+        raise TypeError(
+            f"Log2 scale tensor must be of type popxl.int32, got {log2_scale.dtype!r} "
+            f"(`{log2_scale.id}`). Create it with `popxl.constant(s, popxl.int32)`."
         )
 
 
@@ -66,6 +68,7 @@ def _to_fp8_rule(t: Tensor, log2_scale: Tensor, *, data_type: dtypes.dtype) -> l
 
 
 def _to_fp8(x: jax.Array, log2_scale: jax.Array, *, data_type: dtypes.dtype) -> jax.Array:
+    assert_log2_scale_in_range(log2_scale)
     scaled = jnp.ldexp(x.astype(jnp.float32), log2_scale)  # exact: a power-of-two scale
     # Overflow gives NaN explicitly, whatever the backend's conversion does out of range.
     overflow = ~(jnp.abs(scaled) < _overflow_threshold(data_type))  # also inf and NaN
@@ -115,6 +118,7 @@ def _from_fp8_rule(t: Tensor, log2_scale: Tensor, *, data_type: dtypes.dtype
 
 
 def _from_fp8(x: jax.Array, log2_scale: jax.Array, *, data_type: dtypes.dtype) -> jax.Array:
+    assert_log2_scale_in_range(log2_scale)
     value = jnp.ldexp(x.astype(jnp.float32), log2_scale)
     return value.astype(data_type.jax_dtype)
 

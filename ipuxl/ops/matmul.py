@@ -23,10 +23,11 @@ import numpy as np
 from jax import lax
 
 from ipuxl import dtypes
-from ipuxl.op import OpDef
+from ipuxl.op import OpDef, check_is_tensor
 from ipuxl.ops.fp8 import check_log2_scale
 from ipuxl.ops.type_rules import as_data_type, check_available_memory_proportion
 from ipuxl.popart import popart_exception
+from ipuxl.run_checks import assert_log2_scale_in_range
 from ipuxl.tensor import Tensor, TensorSpec
 
 __all__ = ["matmul", "matmul_pow2scaled"]
@@ -145,6 +146,7 @@ def _matmul_pow2scaled(x: jax.Array, y: jax.Array, log2_scale: jax.Array) -> jax
     # float8 values and their products are exact in float32.
     product = jnp.matmul(x.astype(jnp.float32), y.astype(jnp.float32),
                          precision=lax.Precision.HIGHEST)
+    assert_log2_scale_in_range(log2_scale)
     return jnp.ldexp(product, log2_scale).astype(jnp.float16)
 
 
@@ -177,6 +179,11 @@ def matmul_pow2scaled(
             ``available_memory_proportion``.
         popart_exception: the shapes do not match.
     """
+    # PopXL's order: operands, then the scale, then the hints.
+    check_is_tensor("lhs", lhs)
+    check_is_tensor("rhs", rhs)
+    check_float8_operands("matmul", lhs, rhs)
+    check_log2_scale(log2_scale)
     check_available_memory_proportion("matmul_pow2scaled", available_memory_proportion)
     hints = {"available_memory_proportion": available_memory_proportion}
     return _MATMUL_POW2SCALED.apply({"lhs": lhs, "rhs": rhs, "log2_scale": log2_scale},
