@@ -65,6 +65,17 @@ class _SequenceBlock:
     members: dict[Any, list[Op]] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class OpSettings:
+    """Where an op made now would go (PopART's ``Op::Settings`` as a context gives it)."""
+
+    name: str
+    graph: Graph
+    vgraphId: int  # noqa: N815 - PopART's names
+    tileSet: str  # noqa: N815
+    executionContext: str  # noqa: N815
+
+
 @dataclass
 class Context:
     """Global build state. Use the functions of this module rather than the fields."""
@@ -176,6 +187,31 @@ class Context:
             target.after = (*target.after, *new)
             target.graph.ir._edited()
         self.record_sequenced_op(target)
+
+    def _get_op_settings(self, name: str) -> OpSettings:
+        """PopXL's ``Op::Settings`` for an op named ``name`` made here now (what a custom
+        op binding's ``createOpInGraph`` takes last). ipuxl places an op from the context
+        when it creates it, so bindings only pass these along."""
+        return OpSettings(name=name, graph=self.graph, vgraphId=self.ipu_id,
+                          tileSet="io" if self.io_tiles else "compute",
+                          executionContext=self.execution_context)
+
+    def _op_created(self, op: Any) -> None:
+        """PopXL's announcement of an op a binding just made (``ctx._op_created(op)`` after
+        ``SomeOp.createOpInGraph``). ipuxl announces every op as it creates it (the
+        graph's op-created hooks fire and ``in_sequence`` orders it), so there is nothing
+        left to do; only the argument is checked.
+
+        Raises:
+            TypeError: ``op`` is neither an ipuxl ``Op`` nor its view.
+        """
+        from ipuxl.op import Op
+
+        if not isinstance(getattr(op, "_object", op), Op):
+            raise TypeError(
+                "Context._op_created takes the op a binding created (its "
+                f"popart._internal.ir view), got {type(op).__name__} {op!r}."
+            )
 
 
 _CONTEXT = Context()

@@ -1,4 +1,5 @@
-"""Graphviz views of the IR: :func:`to_dot` and PopART's ``POPART_DOT_CHECKS`` dumps.
+"""Graphviz views of the IR: :func:`to_dot` and PopART's dot checkpoints (``dotChecks``,
+``POPART_DOT_CHECKS``): :func:`write_dot_checkpoint` and :func:`write_checkpoint`.
 
 ``ipuxl.to_dot(ir_or_graph)`` returns Graphviz source (``dot -Tsvg`` draws it):
 
@@ -43,7 +44,8 @@ from typing import Any
 from ipuxl.graph import Graph
 
 __all__ = [
-    "to_dot", "write_dot_checkpoint", "dot_checks", "dot_type", "dot_quote", "graphs_in"
+    "to_dot", "write_dot_checkpoint", "write_checkpoint", "dot_checks", "dot_type",
+    "dot_quote", "graphs_in"
 ]
 
 _LOGGER = logging.getLogger("popart")
@@ -238,20 +240,57 @@ def _location_text(location: tuple[str, int] | None) -> str:
     return f"{location[0]}:{location[1]}" if location else ""
 
 
-# ----------------------------------------------------------------- POPART_DOT_CHECKS
+# ----------------------------------------------------------------- dot checkpoints
 
 
-def dot_checks() -> set[str]:
-    """The check names in ``POPART_DOT_CHECKS`` (colon separated; ``ALL`` means every one)."""
-    wanted = os.environ.get("POPART_DOT_CHECKS", "")
-    return {name.strip() for name in wanted.split(":") if name.strip()}
+def dot_checks(ir: Any = None) -> set[str]:
+    """The enabled check names, upper case: the Ir's ``dotChecks`` session option (a set
+    of names, or one name) with those of ``POPART_DOT_CHECKS`` (colon separated). ``ALL``
+    enables every check."""
+    from ipuxl.session_options import options_of
+
+    options = None if ir is None else options_of(ir)
+    option = options.dotChecks if options is not None else []
+    names = [option] if isinstance(option, str) else list(option)
+    names += os.environ.get("POPART_DOT_CHECKS", "").split(":")
+    return {str(name).strip().upper() for name in names if str(name).strip()}
 
 
 def write_dot_checkpoint(ir: Any, check: str, save_dir: str | None = None) -> list[str]:
-    """Write ``to_dot(ir)`` when ``POPART_DOT_CHECKS`` names ``check`` or is ``ALL``.
+    """PopXL's ``Ir.dot_checkpoint``: write the checkpoint ``check`` of ``ir`` (see
+    :func:`write_checkpoint`), first applying PopXL's two rules:
 
-    The file is ``<dir>/<NNNN>_<check>.dot``: ``<dir>`` is ``save_dir``, else the
-    ``POPART_LOG_DIR`` environment variable (PopART's ``logDir``), else the current
+    * ``save_dir`` (created if missing) becomes the Ir's ``logDir`` session option, the
+      directory of every later checkpoint of the Ir (the Session's ``Final`` one too);
+    * when ``POPART_DOT_CHECKS`` is not set and ``dotChecks`` is empty, ``dotChecks``
+      becomes ``{"ALL"}``: a program that asks for a checkpoint gets all of them.
+
+    Args:
+        ir: the Ir to draw.
+        check: the checkpoint's name, e.g. ``"Fwd0"`` (matched in upper case).
+        save_dir: the directory, kept as the Ir's ``logDir``.
+
+    Returns:
+        The paths written (``.dot``, then ``.svg`` if rendered); empty when the check is
+        not enabled.
+    """
+    from ipuxl.session_options import PbIr
+
+    options = PbIr(ir).getSessionOptions()
+    if save_dir is not None:
+        os.makedirs(save_dir, exist_ok=True)
+        options.logDir = str(save_dir)
+    if "POPART_DOT_CHECKS" not in os.environ and not options.dotChecks:
+        options.dotChecks = {"ALL"}
+    return write_checkpoint(ir, check)
+
+
+def write_checkpoint(ir: Any, check: str) -> list[str]:
+    """Write ``to_dot(ir)`` when :func:`dot_checks` has ``check`` (in upper case) or
+    ``ALL``; PopART's rule, with no defaults added (the Session's ``Final`` checkpoint).
+
+    The file is ``<dir>/<NNNN>_<check>.dot``: ``<dir>`` is the Ir's ``logDir`` session
+    option, else the ``POPART_LOG_DIR`` environment variable, else the current
     directory (created if missing); ``NNNN`` counts the files this Ir has written (from
     ``0000``), so a check written twice does not overwrite the first dump and the names
     sort in the order they were written. Characters of ``check`` other than letters,
@@ -259,19 +298,18 @@ def write_dot_checkpoint(ir: Any, check: str, save_dir: str | None = None) -> li
     the drawing is also rendered to the same name with ``.svg``; a failure there is
     logged as a warning on the ``popart`` logger, never raised.
 
-    Args:
-        ir: the Ir to draw.
-        check: the checkpoint's name, e.g. ``"FINAL"``.
-        save_dir: the directory, instead of ``POPART_LOG_DIR`` or the current one.
-
     Returns:
         The paths written (``.dot``, then ``.svg`` if rendered); empty when the check is
         not enabled.
     """
-    checks = dot_checks()
-    if check not in checks and "ALL" not in checks:
+    from ipuxl.session_options import options_of
+
+    checks = dot_checks(ir)
+    if check.upper() not in checks and "ALL" not in checks:
         return []
-    directory = save_dir or os.environ.get("POPART_LOG_DIR") or "."
+    options = options_of(ir)
+    log_dir = "" if options is None else str(options.logDir or "")
+    directory = log_dir or os.environ.get("POPART_LOG_DIR") or "."
     os.makedirs(directory, exist_ok=True)
     count = _CHECKPOINTS.get(ir, 0)
     _CHECKPOINTS[ir] = count + 1

@@ -247,11 +247,14 @@ def _from_torch(value: Any) -> dtype | None:
 
 @functools.cache
 def _torch_to_popxl() -> dict[Any, dtype]:
-    """PopXL's ``_PT_TO_POPXL``: empty when torch is not installed."""
+    """PopXL's ``_PT_TO_POPXL``: the torch dtypes of PopXL's own dtypes, each with a numpy
+    equivalent (so not ``torch.bfloat16``, which ``as_dtype`` still converts); empty when
+    torch is not installed."""
     if importlib.util.find_spec("torch") is None:
         return {}
     torch = importlib.import_module("torch")
-    return {getattr(torch, name): popxl for name, popxl in _TORCH_NAME_TO_POPXL.items()}
+    return {getattr(torch, name): popxl for name, popxl in _TORCH_NAME_TO_POPXL.items()
+            if popxl is not bfloat16}
 
 
 def __getattr__(name: str) -> Any:

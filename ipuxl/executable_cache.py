@@ -7,6 +7,19 @@ from ``IPUXL_EXECUTABLE_CACHE_SIZE`` (default 64; 0 turns the cache off) or
 :func:`set_capacity`. On-disk caching is separate: ``POPXL_CACHE_DIR`` maps onto JAX's
 persistent compilation cache (see ``ipuxl.ir``), which survives processes.
 
+PopART's engine cache (``SessionOptions.enableEngineCaching`` with ``cachePath``, on by
+default when ``POPXL_CACHE_DIR`` or ``POPART_CACHE_DIR`` is set) is the Session's own: one
+file per executable, ``<cachePath>/<key>.ipuxl-engine`` (:func:`engine_entry`), holding
+the serialized executable and what the Session needs to run it without tracing the
+program again. The key hashes the program, the device, the session and engine options
+that may shape the executable, and the JAX, jaxlib and host CPU versions, so a change of
+any of them misses. A Session with engine caching on loads its executable from there
+(``Loading serialized PopART executable from <file>`` at INFO on ``popart.session``, as
+PopART logs it) or compiles it (``Starting compilation`` at INFO on ``popart.devicex``)
+and writes the file; it does not use the in-memory cache, so the directory alone says
+whether a Session compiles. Programs with host callbacks (``ops.print_tensor``, ...)
+are never written: their executables call back into this process.
+
 Every executable ipuxl keeps on disk (JAX's persistent-cache entries, through
 :func:`use_persistent_cache`, and the runtime's ``ipuxl-executables`` folder) is a
 *sealed* entry (:func:`seal`): a header, the SHA-256 of the key and the bytes, the key
@@ -28,16 +41,18 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import logging
 import os
 import tempfile
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from typing import Any
 
 __all__ = ["ExecutableCache", "DEFAULT_CAPACITY", "DamagedEntry", "capacity",
-           "set_capacity", "seal", "unseal", "write_atomically", "use_persistent_cache"]
+           "set_capacity", "seal", "unseal", "write_atomically", "use_persistent_cache",
+           "ENGINE_SUFFIX", "engine_entry", "load_engine", "save_engine", "has_host_callbacks"]
 
 _LOG = logging.getLogger("popart.session")
 
@@ -296,3 +311,73 @@ def use_persistent_cache(directory: str) -> None:
         jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
         compilation_cache.reset_cache()
     _seal_jax_cache()
+
+
+# ----------------------------------------------------------------------------- engine cache
+ENGINE_SUFFIX = ".ipuxl-engine"
+
+
+def engine_entry(directory: str, parts: Iterable[str]) -> str:
+    """The engine cache file for the executable described by ``parts``:
+    ``<directory>/<sha256 of the parts>.ipuxl-engine``."""
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(part.encode() + b"\0")
+    return os.path.join(directory, digest.hexdigest() + ENGINE_SUFFIX)
+
+
+def has_host_callbacks(lowered: Any) -> bool:
+    """Whether a lowered program calls back into Python (then its executable must not be
+    written: it refers to this process). True when JAX does not say (a private API)."""
+    try:
+        return bool(lowered._lowering.compile_args["host_callbacks"])
+    except (AttributeError, KeyError, TypeError):
+        return True
+
+
+def save_engine(path: str, compiled: Any, metadata: dict[str, Any]) -> bool:
+    """Write ``compiled`` (with ``metadata``, JSON) to the engine cache file ``path``,
+    sealed and atomically. Returns False, with a DEBUG line, when the backend cannot
+    serialize it."""
+    from jax.experimental import serialize_executable
+
+    try:
+        payload, in_tree, out_tree = serialize_executable.serialize(compiled)
+        header = dict(metadata, arguments=in_tree.num_leaves, results=out_tree.num_leaves)
+        text = json.dumps(header, sort_keys=True).encode()
+        data = len(text).to_bytes(_LENGTH, "big") + text + payload
+        write_atomically(path, seal(os.path.basename(path), data))
+    except Exception as error:  # a backend or program that cannot be serialized
+        _LOG.debug("Engine cache: executable not written to %s (%s)", path, error)
+        return False
+    _LOG.debug("Engine cache: executable written to %s", path)
+    return True
+
+
+def load_engine(path: str, devices: Iterable[Any]) -> tuple[Any, dict[str, Any]] | None:
+    """The executable in the engine cache file ``path``, loaded onto ``devices``, and its
+    metadata; None when there is no such file. A file that cannot be loaded (damaged,
+    written for another key, refused by XLA) is deleted with a warning, and None
+    returned, so the program is compiled again."""
+    if not os.path.isfile(path):
+        return None
+    import jax
+    from jax.experimental import serialize_executable
+
+    _LOG.info("Loading serialized PopART executable from %s", path)
+    try:
+        with open(path, "rb") as file:
+            data = unseal(os.path.basename(path), file.read())
+        length = int.from_bytes(data[:_LENGTH], "big")
+        metadata = json.loads(data[_LENGTH:_LENGTH + length])
+        arguments = jax.tree_util.tree_structure(((0,) * metadata["arguments"], {}))
+        results = jax.tree_util.tree_structure((0,) * metadata["results"])
+        compiled = serialize_executable.deserialize_and_load(
+            data[_LENGTH + length:], arguments, results, execution_devices=list(devices))
+    except Exception as error:  # damaged or stale: compile instead
+        _LOG.warning("Failed to load cached PopART executable from %s: %s (entry dropped; "
+                     "compiling again)", path, error)
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        return None
+    return compiled, metadata

@@ -20,6 +20,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 import numbers
 from dataclasses import dataclass
 from typing import Any
@@ -41,7 +42,10 @@ __all__ = [
 
 _NAN_CODE = 0x80
 _HOST_FLOAT_DTYPES = (dtypes.float16, dtypes.float32, dtypes.float64)
-_MSE_BIASES = range(-31, 32)
+# PopXL's MSE search: the scaling biases b it tries (data stored as float8 * 2**b) and the
+# binary exponents of its histogram bins (float32's normal range, whatever the data).
+_MSE_BIASES = np.arange(-31, 32)
+_HISTOGRAM_EXPONENTS = np.arange(-126, 127)
 
 
 @dataclass(frozen=True)
@@ -187,30 +191,48 @@ def host_pow2scale_cast_from_fp8(
         return np.ldexp(values, log2_scale).astype(target.as_numpy())
 
 
-def host_fp8_mse_scale(src: Any, dtype: dtypes.dtype) -> tuple[float, int]:
-    """Choose the ``log2_scale`` for float8 conversion that minimises the mean squared error.
+def host_fp8_mse_scale(src: Any, dtype: dtypes.dtype | None = None) -> tuple[float, int]:
+    """Choose the ``log2_scale`` of a float8 cast by PopXL's estimate of its mean squared error.
 
-    Builds a histogram of the data's binary exponents (with the count, sum and sum of
-    squares of each bin), then estimates for each scaling bias ``b`` in [-31, 31] (data
-    stored as ``float8 * 2**b``) the error of the conversion: quantisation noise
-    ``quantum**2 / 12`` for representable values, exact errors for values that overflow
-    (clipped to ±max) or underflow (flushed to 0 or rounded to the smallest subnormal).
-    Ties go to the middle candidate.
+    This is PopXL's algorithm reproduced float for float, so data gets the same scale and
+    the same ``mse`` as in PopXL, ties included. The estimate is coarse (it prices every
+    value by its bin's lower edge), so the scale is not always the one whose real
+    round-trip error is lowest; code that needs that should compare real round trips.
 
-    The noise of normal numbers is the same at every scale, so the candidates are compared
-    by the error each adds to it: otherwise the large noise of big values would round away
-    the error of values near underflow, and data that already spans the format (such as
-    ``[2**-10, 240]`` for ``float8_143``) would tie across many scales instead of giving 0.
+    1. Histogram. An element goes to the bin of its binary exponent ``e``
+       (``2**e <= |x| < 2**(e+1)``), ``e`` in [-126, 126]: float32's normal range, even for
+       float16 data. Magnitudes from ``2**126`` up, infinity included, go to the top bin;
+       magnitudes below ``2**-126``, zeros included, go to no bin but count in the total;
+       NaN goes to the bin ``e = -1`` (PopXL's ``np.frexp`` gives it exponent 0). A bin's
+       weight ``w`` is its count over the number of elements.
+    2. Cost of each candidate bias ``b`` in [-31, 31]. The data is stored as
+       ``float8 * 2**b``, so float8's exponents ``lo..hi`` (subnormals included: -10..7 for
+       float8_143, -17..15 for float8_152) cover the data's ``lo + b .. hi + b``. The cost
+       starts at ``2**-254`` (half the lowest edge, squared) and each bin adds
+
+       - underflow, ``e < lo + b``: ``w * 2**(2e)``, as if its values were lost;
+       - in range: ``w * 2**(2e) * 2**(-2 * (p - m))``, with ``p`` the data's mantissa
+         bits (23 for float32, 10 for float16) and ``m`` float8's (3 or 2);
+       - overflow, ``e > hi + b``: ``w * (c - 2**e)**2``. PopXL picks the clip value ``c``
+         by the candidate's position in the list, ``b + 31``, instead of by its range:
+         ``c = 2**(b + 31 + hi - lo - 126)``, at most ``2**-32``, so the term rounds to
+         ``w * 2**(2e)`` like underflow's, however far above ``hi + b`` the bin is.
+
+       PopXL adds the terms bin by bin from the lowest; adding them in that order here
+       gives the same floats, so candidates that tie in PopXL tie here too.
+    3. Choice. The lowest cost wins; among the biases of exactly that cost, in increasing
+       order, the one at index ``len // 2`` (the upper middle of an even count).
+
+    Empty data gives every candidate a NaN cost and PopXL keeps the first, ``b = -31``.
 
     Args:
-        src: float16 or float32 data (NaN and inf elements are ignored).
-        dtype: ``float8_143`` or ``float8_152``.
+        src: a float16 or float32 array (a torch tensor is converted).
+        dtype: ``float8_143`` (the default, used for ``None``) or ``float8_152``.
 
     Returns:
-        ``(mse, log2_scale)``: the estimated MSE and the scale to pass to
-        :func:`host_pow2scale_cast_to_fp8`, which is the negated best bias. Data that
-        spans the format gives 0, data near overflow a negative scale, data near underflow
-        a positive one.
+        ``(mse, log2_scale)``: the lowest cost and the scale to pass to
+        :func:`host_pow2scale_cast_to_fp8`, ``-b``. For example ``np.ones(3, np.float32)``
+        keeps 1.0 in range for ``b`` in -7..10, which tie, so the scale is ``-2``.
 
     Raises:
         RuntimeError: ``src`` is not float16/32, or ``dtype`` is not a float8 dtype.
@@ -218,21 +240,24 @@ def host_fp8_mse_scale(src: Any, dtype: dtypes.dtype) -> tuple[float, int]:
     array = to_numpy(src, downcast=False, copy=False)
     if array.dtype not in (np.dtype(np.float16), np.dtype(np.float32)):
         raise RuntimeError(
-            f"Data type {array.dtype} of `src` is not supported by host_fp8_mse_scale; "
-            "expected float16 or float32."
+            f"dtype {array.dtype} not currently supported: host_fp8_mse_scale takes float16 "
+            "or float32 `src` data. Cast it first, for example `src.astype(np.float32)`."
         )
-    fmt = _Float8Format.of(_float8_dtype(dtype))
-    finite = np.abs(array[np.isfinite(array)].astype(np.float64))
-    histogram = _ExponentHistogram(finite[finite > 0], fmt)
-    extra = [histogram.extra_error(-bias) for bias in _MSE_BIASES]
-    best = min(extra)
-    ties = [bias for bias, error in zip(_MSE_BIASES, extra) if error == best]
-    bias = ties[len(ties) // 2]
-    return (histogram.normal_noise + best) / max(finite.size, 1), -bias
+    fmt = _Float8Format.of(_float8_dtype(dtypes.float8_143 if dtype is None else dtype))
+    if array.size == 0:
+        return math.nan, -int(_MSE_BIASES[0])
+    cost = _popxl_mse_per_bias(_popxl_log_histogram(array), fmt, np.finfo(array.dtype).nmant)
+    best = cost.min()
+    ties = _MSE_BIASES[cost == best]
+    return float(best), -int(ties[len(ties) // 2])
 
 
-def host_fp8_mse_scale_pb(src: Any, dtype: dtypes.dtype) -> int:
-    """The ``log2_scale`` of :func:`host_fp8_mse_scale` (PopXL's C++ variant), in [-31, 31].
+def host_fp8_mse_scale_pb(src: Any, dtype: dtypes.dtype | None = None) -> int:
+    """The ``log2_scale`` of :func:`host_fp8_mse_scale`, in [-31, 31].
+
+    PopXL's variant asks Poplar's C++ code, whose source is not public, for the scale; this
+    one returns the scale of PopXL's Python algorithm. As in PopXL, ``dtype`` has no usable
+    default here: ``None`` raises.
 
     Args:
         src: float16 or float32 data.
@@ -242,68 +267,42 @@ def host_fp8_mse_scale_pb(src: Any, dtype: dtypes.dtype) -> int:
         The scale with the lowest estimated MSE.
 
     Raises:
-        RuntimeError: as :func:`host_fp8_mse_scale`.
+        RuntimeError: ``dtype`` is not a float8 dtype, or ``src`` is not float16/32.
     """
-    return host_fp8_mse_scale(src, dtype)[1]
+    return host_fp8_mse_scale(src, _float8_dtype(dtype))[1]
 
 
-class _ExponentHistogram:
-    """Positive values grouped by ``floor(log2(value))``, with per-bin moments, and the
-    squared error of casting them to the float8 format ``fmt`` at each scale."""
+def _popxl_log_histogram(values: np.ndarray) -> np.ndarray:
+    """The weight of each bin ``e`` in ``_HISTOGRAM_EXPONENTS``: the fraction of all
+    elements whose magnitude is in ``[2**e, 2**(e+1))`` (see :func:`host_fp8_mse_scale`)."""
+    magnitudes = np.abs(values.reshape(-1).astype(np.float64))
+    exponents = np.frexp(magnitudes)[1] - 1
+    exponents[np.isnan(magnitudes)] = -1
+    lowest, highest = _HISTOGRAM_EXPONENTS[0], _HISTOGRAM_EXPONENTS[-1]
+    exponents[magnitudes > 2.0**highest] = highest
+    binned = exponents[~(magnitudes < 2.0**lowest)]  # NaN is binned
+    counts = np.bincount(binned - lowest, minlength=_HISTOGRAM_EXPONENTS.size)
+    return counts / magnitudes.size
 
-    def __init__(self, values: np.ndarray, fmt: _Float8Format) -> None:
-        exponents = np.frexp(values)[1] - 1
-        order = np.argsort(exponents, kind="stable")
-        self.fmt = fmt
-        self.values = values[order]
-        self.exponents, self.starts, self.counts = np.unique(
-            exponents[order], return_index=True, return_counts=True
-        )
-        self.sums = np.add.reduceat(self.values, self.starts) if values.size else values
-        self.squares = np.add.reduceat(self.values**2, self.starts) if values.size else values
-        # The quantisation noise of each bin while its values are normal numbers.
-        normal_quantum = np.ldexp(1.0, self.exponents - fmt.mantissa_bits)
-        self.bin_noise = self.counts * normal_quantum**2 / 12
-        self.normal_noise = float(np.sum(self.bin_noise))
 
-    def extra_error(self, scale: int) -> float:
-        """The summed squared error of casting ``values * 2**scale``, in the data's units,
-        minus :attr:`normal_noise` (the part that does not depend on the scale)."""
-        if not self.values.size:
-            return 0.0
-        fmt = self.fmt
-        scaled = self.exponents + scale
-        smallest_subnormal_exponent = fmt.min_exponent - fmt.mantissa_bits
-        clip = np.ldexp(fmt.max_value, -scale)
-        subnormal_quantum = np.ldexp(1.0, smallest_subnormal_exponent - scale)
-
-        def distance_to(target: float) -> np.ndarray:  # sum of (value - target)**2 per bin
-            return self.squares - 2 * target * self.sums + self.counts * target**2
-
-        error = np.select(
-            [
-                scaled > fmt.max_exponent,
-                scaled >= fmt.min_exponent,
-                scaled >= smallest_subnormal_exponent,
-                scaled == smallest_subnormal_exponent - 1,  # rounds up to smallest subnormal
-            ],
-            [
-                distance_to(clip),
-                self.bin_noise,
-                self.counts * subnormal_quantum**2 / 12,
-                distance_to(subnormal_quantum),
-            ],
-            default=self.squares,  # flushed to zero
-        )
-        # Normal bins add exactly 0, so they cannot round away what the others add.
-        total = float(np.sum(np.maximum(error, 0.0) - self.bin_noise))
-        # The top bin can hold values above max (e.g. 250 in [128, 256) for max 240).
-        top = np.flatnonzero(scaled == fmt.max_exponent)
-        if top.size:
-            start = self.starts[top[0]]
-            excess = self.values[start : start + self.counts[top[0]]] - clip
-            total += float(np.sum(np.maximum(excess, 0.0) ** 2))
-        return total
+def _popxl_mse_per_bias(
+    weights: np.ndarray, fmt: _Float8Format, data_mantissa_bits: int
+) -> np.ndarray:
+    """PopXL's cost of each bias in ``_MSE_BIASES`` for the bin weights ``weights``."""
+    lo, hi = fmt.min_exponent - fmt.mantissa_bits, fmt.max_exponent
+    in_range_factor = 2.0 ** (-2 * (data_mantissa_bits - fmt.mantissa_bits))
+    biases, exponents = _MSE_BIASES[:, None], _HISTOGRAM_EXPONENTS[None, :]
+    edges = np.exp2(_HISTOGRAM_EXPONENTS.astype(np.float64))  # exact powers of two
+    clip = np.exp2(biases - _MSE_BIASES[0] + hi - lo + _HISTOGRAM_EXPONENTS[0])
+    terms = np.select(
+        [exponents < lo + biases, exponents <= hi + biases],
+        [edges**2 * weights, edges**2 * weights * in_range_factor],
+        default=(clip - edges) ** 2 * weights,
+    )
+    cost = np.full(_MSE_BIASES.size, (edges[0] / 2) ** 2)
+    for column in terms.T:  # one bin at a time, PopXL's order of float additions
+        cost = cost + column
+    return cost
 
 
 def float8_to_device_bits(array: Any, dtype: dtypes.dtype | None = None) -> np.ndarray:

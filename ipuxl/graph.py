@@ -231,6 +231,26 @@ class Graph:
         self._ir._edited()
         return tensor
 
+    def _new_tensor_with_id(self, cls: type, tensor_id: str, spec: TensorSpec,
+                            producer: Op) -> Any:
+        """Create an op's output with the exact id ``tensor_id`` (as PopART bindings give
+        it, from :meth:`_create_tensor_id`).
+
+        Raises:
+            ValueError: the graph already has a tensor ``tensor_id``, or it is not a string.
+        """
+        if not isinstance(tensor_id, str) or tensor_id in self._tensors:
+            raise ValueError(
+                f"Cannot create tensor {tensor_id!r} in graph {self._id or 'main'!r}: "
+                + ("a tensor id must be a string." if not isinstance(tensor_id, str) else
+                   "the graph already has a tensor with that id.")
+                + " Make a new id with `graph._create_tensor_id(name)`."
+            )
+        tensor = cls._create(self, tensor_id, spec, producer)
+        self._tensors[tensor_id] = tensor
+        self._ir._edited()
+        return tensor
+
     def _append_op(self, op: Op) -> None:
         self._ops.append(op)
         for tensor in op.inputs:

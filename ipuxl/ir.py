@@ -41,7 +41,8 @@ class Ir:
         ValueError: ``replication`` is below 1.
     """
 
-    _cache: weakref.WeakValueDictionary[int, Ir] = weakref.WeakValueDictionary()
+    # PopXL's registry of the live Irs, by id (weak: an Ir unused elsewhere is freed).
+    _ir_cache: weakref.WeakValueDictionary[int, Ir] = weakref.WeakValueDictionary()
 
     def __init__(self, replication: int | str = 1) -> None:
         self._topology = None
@@ -54,7 +55,7 @@ class Ir:
         else:
             replication_factor = _at_least_one("replication", replication)
         self._id = next(_ir_ids)
-        Ir._cache[self._id] = self
+        Ir._ir_cache[self._id] = self
         self._counter = itertools.count()
         self._subgraph_counter = itertools.count()
         self._graphs: dict[str, Graph] = {}
@@ -72,7 +73,7 @@ class Ir:
     # ----------------------------------------------------------------- graphs
     @property
     def id(self) -> int:
-        """A process-wide unique integer (also the key of ``Ir._cache``)."""
+        """A process-wide unique integer (also the key of ``Ir._ir_cache``)."""
         return self._id
 
     @property

@@ -26,12 +26,16 @@ Controls:
   the ``"popart"`` logger's level; ``getLogger("session")`` the ``"popart.session"``
   logger's.
 
-Handlers: by default ipuxl adds none, so the application decides where records go (with
-no configuration at all, Python prints warnings and worse on stderr). Setting a level
-the PopART way (an environment variable or ``PopartLogger.setLevel``, except ``OFF``)
-also gives that logger one stderr handler with PopART's format, as PopART writes its log
-to stderr: ``[popart.session] [debug] Writing weights to host complete.``. Records still
-propagate to the root logger (so ``caplog`` and the application's handlers see them too).
+Handlers: the ``"popart"`` logger starts at PopART's defaults, level ``WARN`` with one
+stderr handler in PopART's format, so PopART's warnings (such as PopXL's warning about a
+memmap with a non-constant replica grouping) reach stderr whatever the application's
+logging setup, as PopART's do. Setting a level the PopART way (an environment variable or
+``PopartLogger.setLevel``, except ``OFF``) gives that logger the same handler:
+``[popart.session] [debug] Writing weights to host complete.``. The ``"popxl"`` tree gets
+none until its level is set, so the application decides where its records go. Records
+still propagate to the root logger (so ``caplog`` and the application's handlers see them
+too; an application that also prints the root logger on stderr sees PopART's lines twice,
+and can remove the handler or set ``POPART_LOG_LEVEL=OFF``).
 
 Example:
     >>> parse_level("WARN") == logging.WARNING, parse_level("trace")
@@ -231,4 +235,6 @@ def configure_from_env(environ: Mapping[str, str] | None = None) -> None:
             _set_level(logging.getLogger(name), parse_level(level, "POPART_LOG_CONFIG"))
 
 
+# PopART's defaults (level WARN, lines on stderr), then the environment's settings.
+_set_level(logging.getLogger(POPART), LEVELS["WARN"])
 configure_from_env()

@@ -4,9 +4,10 @@ An :class:`OpDef` declares an op once: its name, its type rule (``infer``), its 
 lowering (``lower``) and how it aliases its inputs (``modifies`` for in-place ops such as
 ``add_``, ``write_back`` for view ops such as ``reshape_``). :meth:`OpDef.apply` is the
 only way an op enters a graph: it checks that every input is a Tensor of the current
-graph and on the op's IPU, copies an input made on the other tile set to the op's (as
-PopART's ``IoComputeTileCopy`` transform does), infers the output types, records the user's
-source line and the ``in_sequence`` constraints, appends the op and fires the graph's hooks.
+graph and that the inputs made by ops share one IPU and one tile set (PopXL's rule), copies
+inputs made on the other tile set than the op's to the op's (as PopART's
+``IoComputeTileCopy`` transform does), infers the output types, records the user's source
+line and the ``in_sequence`` constraints, appends the op and fires the graph's hooks.
 
 Example (how ``ops.exp`` is declared)::
 
@@ -53,9 +54,14 @@ class OpDef:
             new values of the inputs (``None`` for an input that is not aliased) when the
             view is written through.
         effectful: the op has an effect beyond its outputs (never pruned).
-        check_placement: whether the inputs must share the op's IPU and tile set: an input
-            on another IPU is refused, one made on the other tile set is copied to the
-            op's with an ``io_tile_copy`` (placement and call-like ops take False).
+        check_placement: whether the inputs must share one IPU and one tile set, and be
+            on the op's: inputs made on two IPUs or two tile sets are refused, inputs
+            made on the other tile set than the op's are copied to the op's with an
+            ``io_tile_copy`` (placement and call-like ops take False).
+        check_tile_sets: with ``check_placement``, whether inputs made on two tile sets
+            are refused. False for the ops whose PopXL builders do not check it (the
+            remote transfers: a value on the compute tiles may be stored with an offset
+            made on the IO tiles); their inputs are still moved to the op's tile set.
         output_names: ``output_names(inputs, attrs) -> [name, ...]`` default output names;
             by default ``<name>_out``.
         differentiable: whether gradients flow through the op (False for ``detach``).
@@ -77,6 +83,7 @@ class OpDef:
     effectful: bool = False
     special: bool = False
     check_placement: bool = True
+    check_tile_sets: bool = True
     output_names: Callable[[Sequence[Tensor], Mapping[str, Any]], list[str]] | None = None
     differentiable: bool = True
     grad: Callable[..., Sequence[Tensor | None]] | None = None
@@ -107,6 +114,7 @@ class OpDef:
         *,
         names: Sequence[str | None] | None = None,
         hints: Mapping[str, Any] | None = None,
+        output_ids: Sequence[str] | None = None,
         **attrs: Any,
     ) -> Op:
         """Create this op in the current graph and return it.
@@ -114,6 +122,8 @@ class OpDef:
         Args:
             inputs: the tensor inputs, keyed by the argument names errors should use.
             names: output names; ``None`` entries take the default name.
+            output_ids: exact ids for the outputs instead (new in the graph, as
+                ``graph._create_tensor_id`` gives them; what PopART bindings pass).
             hints: IPU planning hints (``available_memory_proportion``,
                 ``partials_type``): not part of the op's meaning, read only by the IPU
                 model (:mod:`ipuxl.sim`).
@@ -121,14 +131,15 @@ class OpDef:
 
         Raises:
             TypeError: an input is not a Tensor.
-            ValueError: an input is in another graph, or on another IPU.
+            ValueError: an input is in another graph, or two inputs were made on
+                different IPUs or tile sets.
         """
         context = get_current_context()
         graph = context.graph
         for arg, tensor in inputs.items():
             check_in_graph(graph, arg, tensor)
         if self.check_placement:
-            _check_same_ipu(inputs)
+            _check_same_placement(inputs, tile_sets=self.check_tile_sets)
             inputs = self._on_op_tile_set(inputs, "io" if context.io_tiles else "compute")
         tensors = tuple(inputs.values())
         specs = self.infer(*tensors, **attrs)
@@ -150,9 +161,12 @@ class OpDef:
             execution_context=context.execution_context,
             hints=dict(hints or {}),
         )
-        op.outputs = tuple(
-            graph._new_tensor(Tensor, name, spec, producer=op) for name, spec in zip(chosen, specs)
-        )
+        if output_ids is None:
+            op.outputs = tuple(graph._new_tensor(Tensor, name, spec, producer=op)
+                               for name, spec in zip(chosen, specs))
+        else:
+            op.outputs = tuple(graph._new_tensor_with_id(Tensor, tensor_id, spec, op)
+                               for tensor_id, spec in _exact_ids(self, output_ids, specs))
         graph._append_op(op)
         context.record_sequenced_op(op)
         return op
@@ -262,9 +276,11 @@ def check_same_ir(graph: Graph, what: str, ir: Ir, fix: str) -> None:
         )
 
 
-def _check_same_ipu(inputs: Mapping[str, Tensor]) -> None:
-    """Raise ``ValueError`` if two inputs were made on different IPUs (PopXL's rule: an
-    IPU-to-IPU copy is never implicit)."""
+def _check_same_placement(inputs: Mapping[str, Tensor], tile_sets: bool = True) -> None:
+    """Raise ``ValueError`` if two inputs were made on different IPUs or tile sets (PopXL's
+    rule: an IPU-to-IPU copy is never implicit, and an op's inputs share a tile set; only
+    the move of them all to the op's tile set is implicit). Inputs with no producer
+    (variables, constants, graph inputs) are not placed yet and are skipped."""
     placed = [t for t in inputs.values() if t._producer is not None]
     for a, b in zip(placed, placed[1:]):
         if a._ipu != b._ipu:
@@ -272,3 +288,21 @@ def _check_same_ipu(inputs: Mapping[str, Tensor]) -> None:
                 f"The input tensors `{a.id}` and `{b.id}` are located on different IPUs: "
                 f"{a._ipu} != {b._ipu}. Copy one with `ops.ipu_copy` first."
             )
+    for a, b in zip(placed, placed[1:]) if tile_sets else ():
+        if a._tile_set != b._tile_set:
+            raise ValueError(
+                f"The input tensors `{a.id}` and `{b.id}` are located on different tile "
+                f"sets: {a._tile_set} != {b._tile_set}. Copy one to the other's tile set "
+                "first, with `ops.io_tile_copy` (compute <-> io)."
+            )
+
+
+def _exact_ids(opdef: OpDef, ids: Sequence[str], specs: Sequence[TensorSpec]
+               ) -> list[tuple[str, TensorSpec]]:
+    """Pair ``ids`` with the output types; raise if the counts differ."""
+    if len(ids) != len(specs):
+        raise ValueError(
+            f"The op {opdef.name} has {len(specs)} outputs for these inputs; {len(ids)} "
+            f"output ids were given ({list(ids)}). Give one id per output."
+        )
+    return list(zip(ids, specs))

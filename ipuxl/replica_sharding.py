@@ -16,8 +16,8 @@ Example:
     >>> ir = popxl.Ir(replication=2)
     >>> with ir.main_graph:
     ...     w, shard = popxl.replica_sharded_variable(np.array([1, 2, 3], np.float32))
-    >>> w.shape, shard.shape
-    ((3,), (2,))
+    >>> w.shape, shard.shape, shard.meta_shape
+    ((3,), (2,), (3,))
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from ipuxl.remote_buffer import (
     remote_buffer,
 )
 from ipuxl.replication import shard_chunks
-from ipuxl.tensor import Tensor, Variable, checked_shape
+from ipuxl.tensor import Tensor, TensorSpec, Variable, checked_shape
 from ipuxl.tensor_factories import checked_replica_grouping, variable
 
 if TYPE_CHECKING:
@@ -184,5 +184,8 @@ def replica_sharded_variable(
     chunks = shard_chunks(handle._data, grouping, over, ir.replication_factor, handle.shape)
     shard = variable(chunks, handle.dtype, f"{handle.name}_shard", False,
                      ir.replica_grouping(group_size=1))
+    # As PopXL's shard (a load from a replica-sharded buffer), it carries the unsharded
+    # shape, so `replicated_all_gather` rebuilds the value by default.
+    shard._spec = TensorSpec(shard.shape, shard.dtype, handle.shape)
     handle._shards = Shards(shard, grouping, over)  # the handle keeps the full shape
     return handle, shard

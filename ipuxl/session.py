@@ -47,6 +47,7 @@ from ipuxl import (
     session_options,
     sim,
 )
+from ipuxl.dot import write_checkpoint
 from ipuxl.host_callbacks import has_callbacks, interrupts_noted
 from ipuxl.ir import Ir
 from ipuxl.lowering import lower_ir
@@ -54,7 +55,7 @@ from ipuxl.progress import Progress
 from ipuxl.remote_buffer import remote_slot
 from ipuxl.replica_sharding import shards_of
 from ipuxl.runtime.engine import direct_call
-from ipuxl.session_compile import SessionCompile
+from ipuxl.session_compile import DEVICE_KINDS, SessionCompile, device_kind
 from ipuxl.session_data import SessionData
 from ipuxl.session_export import export
 from ipuxl.session_failure import SessionFailure
@@ -119,7 +120,9 @@ class Session(SessionCompile, SessionData, SessionFailure):
 
     Building logs its phases at DEBUG on the ``"popart.session"`` logger (see
     :mod:`ipuxl.logs`) and, when it takes over 2 s, shows them on a progress line on
-    stderr (see :mod:`ipuxl.progress`).
+    stderr (see :mod:`ipuxl.progress`). It writes PopART's ``Final`` dot checkpoint when
+    enabled (:mod:`ipuxl.dot`), and, with engine caching on, loads the executable from or
+    writes it to ``cachePath`` (:mod:`ipuxl.executable_cache`).
 
     Raises:
         TypeError: ``ir`` is not an Ir.
@@ -144,7 +147,11 @@ class Session(SessionCompile, SessionData, SessionFailure):
                 f"Session takes an Ir as its first argument; got {type(ir).__name__}: {ir!r}. "
                 + hint
             )
+        # The kind _set_device must match: the one asked for, even where
+        # POPXL_OFFLINE_DEVICE stands in for it, else the stand-in's.
+        requested = device_kind(device_desc)
         device_desc = os.environ.get("POPXL_OFFLINE_DEVICE") or device_desc
+        self._device_kind = requested if requested in DEVICE_KINDS else device_kind(device_desc)
         self._lock = threading.Lock()
         self._ir = ir
         self._donate = bool(donate_variables)
@@ -166,6 +173,7 @@ class Session(SessionCompile, SessionData, SessionFailure):
         with Progress("Session") as progress:
             _phase(progress, "verify", "checking Ir %d", ir.id)
             verify_ir(ir)
+            write_checkpoint(ir, "Final")  # PopART's last checkpoint of a prepared Ir
             # The IPU model: estimate memory and cycles first (the out-of-memory verdict comes
             # before any compile, as Poplar's does).
             self._report, self._refuse_run = None, False
@@ -256,6 +264,11 @@ class Session(SessionCompile, SessionData, SessionFailure):
     # ----------------------------------------------------------------- properties
     @property
     def ir(self) -> Ir:
+        return self._ir
+
+    @property
+    def ir_(self) -> Ir:
+        """The Ir (PopXL's attribute name; the same object as :attr:`ir`)."""
         return self._ir
 
     @property

@@ -4,8 +4,9 @@
 (*updated state, *outputs, *masks)`` with its abstract arguments (placed on the device or
 the replica mesh; with ``portable``, placed nowhere and replicas mapped with ``vmap``,
 for a saved package). ``_compile`` jits and compiles it, sharing executables between
-Sessions of identical Irs (``ipuxl.executable_cache``). The helpers put host data where
-the executable expects it.
+Sessions of identical Irs (``ipuxl.executable_cache``), or, with PopART's engine caching
+on, loads it from or writes it to the engine cache directory. The helpers put host data
+where the executable expects it.
 
 :class:`ipuxl.session.Session` inherits it; the attributes it uses are set up by
 ``Session.__init__``.
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import platform
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -22,16 +24,25 @@ from typing import Any
 import jax
 import numpy as np
 
-from ipuxl import devices, host_buffers, replication
-from ipuxl.executable_cache import EXECUTABLES
+from ipuxl import devices, host_buffers, replication, session_options
+from ipuxl.executable_cache import (
+    EXECUTABLES,
+    engine_entry,
+    has_host_callbacks,
+    load_engine,
+    save_engine,
+)
 from ipuxl.lowering import fingerprint, host_to_device_array, with_nesting_room
-from ipuxl.popart.devices import CpuDevice
 from ipuxl.sim import device as sim_device
 
-__all__ = ["SessionCompile"]
+__all__ = ["SessionCompile", "device_kind", "DEVICE_KINDS"]
 
 # The Session's phases, as PopART's session logs them (see ipuxl.logs).
 _LOG = logging.getLogger("popart.session")
+# PopART's device layer, which logs "Starting compilation".
+_DEVICEX_LOG = logging.getLogger("popart.devicex")
+# PopXL's device kinds: an executable built for one does not run on another.
+DEVICE_KINDS = ("cpu", "ipu_model", "ipu_hw")
 
 
 class SessionCompile:
@@ -41,20 +52,20 @@ class SessionCompile:
     def _set_device(self, device: Any) -> None:
         """Attach to ``device`` at the next ``with session:`` (PopXL's private hook): a
         ``popart.DeviceInfo`` (``popxl.utils._to_device_info``) or a device from
-        ``popart.DeviceManager``. It must be the kind (``"cpu"``, ``"ipu_model"``) and IPU
-        count the Session was built for; ``with session:`` raises otherwise."""
+        ``popart.DeviceManager``. It must be the kind (``"cpu"``, ``"ipu_model"``,
+        ``"ipu_hw"``) the Session was asked for, even where ``POPXL_OFFLINE_DEVICE`` ran
+        it on another, and, unless it is the CPU, have the IPU count it was built for;
+        ``with session:`` raises otherwise."""
         self._next_device = device
 
     def _check_next_device(self) -> None:
         device, self._next_device = self._next_device, None
         if device is None:
             return
-        kind = getattr(device, "device_type", None) or (
-            "ipu_model" if sim_device.is_ipu_model(device) else
-            "cpu" if isinstance(device, CpuDevice) else type(device).__name__)
+        kind = device_kind(device)
         ipus = getattr(device, "num_ipus", None) or getattr(device, "numIpus", 1)
         needed = devices.devices_needed(self._ir)
-        built = self._device_desc if isinstance(self._device_desc, str) else "ipu_model"
+        built = self._device_kind
         if kind != built or (kind != "cpu" and ipus != needed):
             raise RuntimeError(
                 f"The device set with _set_device ({kind}, {ipus} IPUs) cannot run this "
@@ -144,8 +155,12 @@ class SessionCompile:
         only the variables the program may change come back (their indices are the third
         item returned), so a program that only reads its weights copies nothing. The state
         is not donated: a failed run must leave it intact. Executables are shared between
-        Sessions of identical Irs.
+        Sessions of identical Irs, or, with engine caching on
+        (``session_options.engine_cache_directory``), kept in its directory.
         """
+        directory = session_options.engine_cache_directory(self._ir)
+        if directory and self._processes == 1:
+            return self._compile_with_engine_cache(directory)
         key = (fingerprint(self._ir, self._device_desc), str(self._device), self._donate,
                self._mode, self._program.checks)
         start, missed = time.perf_counter(), []
@@ -153,17 +168,59 @@ class SessionCompile:
         def build() -> tuple[Any, tuple, tuple[int, ...]]:
             missed.append(True)
             _LOG.debug("XLA compile: executable cache miss, compiling")
-            return self._build_executable()
+            return self._build_executable()[:3]
 
         executable = EXECUTABLES.get_or_build(key, build)
         _LOG.debug("XLA compile: done in %.2f s (executable cache %s)",
                    time.perf_counter() - start, "miss" if missed else "hit")
         return executable
 
-    def _build_executable(self) -> tuple[Any, tuple, tuple[int, ...]]:
+    def _compile_with_engine_cache(self, directory: str) -> tuple[Any, tuple, tuple[int, ...]]:
+        """PopART's engine cache: load the executable from ``directory``, or compile it
+        and write it there (see :mod:`ipuxl.executable_cache`)."""
+        path = engine_entry(directory, self._engine_key())
+        loaded = load_engine(path, self._execution_devices())
+        if loaded is not None:
+            compiled, metadata = loaded
+            written = tuple(None if slots is None else frozenset(slots)
+                            for slots in metadata["static_written"])
+            return compiled, written, tuple(metadata["updated"])
+        compiled, written, updated, calls_back = self._build_executable()
+        if calls_back:
+            _LOG.debug("Engine cache: not written, the program calls back into Python")
+        else:
+            save_engine(path, compiled, {
+                "static_written": [None if slots is None else sorted(slots)
+                                   for slots in written],
+                "updated": list(updated)})
+        return compiled, written, updated
+
+    def _engine_key(self) -> list[str]:
+        """What the engine cache key hashes: the program, the device, the options that may
+        shape the executable, and the versions of everything that compiles it."""
+        import jaxlib
+
+        from ipuxl.runtime.compile import _host_cpu
+
+        device = self._device
+        return [fingerprint(self._ir, self._device_desc), str(self._device_desc),
+                device.platform, str(getattr(device, "device_kind", "")),
+                str(len(self._execution_devices())), str(self._donate), str(self._mode),
+                repr(self._program.checks), session_options.executable_options(self._ir),
+                str(self._uses_64bit), jax.__version__, jaxlib.__version__,
+                _host_cpu() if device.platform == "cpu" else platform.machine()]
+
+    def _execution_devices(self) -> list[jax.Device]:
+        """The devices the executable runs on: the Session's device, or the replica mesh's."""
+        return [self._device] if self._mesh is None else list(self._mesh.devices.flat)
+
+    def _build_executable(self) -> tuple[Any, tuple, tuple[int, ...], bool]:
+        """Trace and compile the program: the executable, the slots each output stream
+        writes, the indices of the state it updates, and whether it calls back into
+        Python."""
         flat_step, specs, updated = self._flat_step()
 
-        def trace_and_compile() -> Any:
+        def trace_and_compile() -> tuple[Any, bool]:
             with self._x64():
                 donated: tuple[int, ...] = ()
                 if self._donate:
@@ -171,10 +228,12 @@ class SessionCompile:
                     jax.eval_shape(flat_step, *specs)
                     donated = tuple(updated)
                 jitted = jax.jit(flat_step, donate_argnums=donated, keep_unused=True)
-                return jitted.lower(*specs).compile()
+                lowered = jitted.lower(*specs)
+                return lowered.compile(), has_host_callbacks(lowered)
 
-        compiled = with_nesting_room(self._ir, trace_and_compile)
-        return compiled, self._program.static_written, tuple(updated)
+        _DEVICEX_LOG.info("Starting compilation")
+        compiled, calls_back = with_nesting_room(self._ir, trace_and_compile)
+        return compiled, self._program.static_written, tuple(updated), calls_back
 
     def _flat_step(self, portable: bool = False) -> tuple[Any, list, list[int]]:
         """The program as one function over flat arguments, the abstract arguments it
@@ -229,3 +288,16 @@ class SessionCompile:
             specs.append(jax.ShapeDtypeStruct(self._global_shape(layout), layout.device_dtype,
                                               sharding=sharding))
         return flat_step, specs, updated
+
+
+def device_kind(device_desc: Any) -> str:
+    """The kind of device ``device_desc`` is: a device string as it is (``"cpu"``,
+    ``"ipu_model"``, ``"ipu_hw"``), the ``device_type`` of a
+    ``popxl.utils._to_device_info`` device, ``"ipu_model"`` for an IPU model device from
+    ``popart.DeviceManager``; anything else is named by its type."""
+    if isinstance(device_desc, str):
+        return str(device_desc)
+    kind = getattr(device_desc, "device_type", None)
+    if kind is not None:
+        return str(kind)
+    return "ipu_model" if sim_device.is_ipu_model(device_desc) else type(device_desc).__name__

@@ -8,6 +8,11 @@ This mixin holds PopXL's rules for moving them: ``weights_from_host`` /
 copy is a cache) and ``write_variable_data`` (host and device updated together; while
 attached, a remote variable's write touches only its slot on the device).
 
+A variable made from an ``np.memmap`` (``Variable._memmap_arr``, plain, remote or replica
+sharded) has that memmap as its host value: every host write (``weights_to_host``,
+``write_variable_data``) copies the variable's whole new value into it once that value is
+computed, ``weights_to_host`` then flushes it, and ``get_tensor_data`` returns it.
+
 :class:`ipuxl.session.Session` inherits it; the attributes it uses are set up by
 ``Session.__init__``.
 """
@@ -24,6 +29,7 @@ import numpy as np
 from ipuxl import host_values, replication
 from ipuxl.fp8_utils import float8_from_device
 from ipuxl.lowering import host_to_device_array
+from ipuxl.remote_buffer import into_slot, out_of_slot
 from ipuxl.tensor import Constant, Tensor, Variable
 
 __all__ = ["SessionData"]
@@ -51,15 +57,16 @@ class SessionData:
         """Put a remote variable's host value ``data`` in its slot of ``host``, the host
         copy of its buffer."""
         place = self._remote_variables[var]
+        shape = place.buffer.tensor_shape
         if place.shard_over is not None:  # each replica's chunk of the value
-            host[:, place.slot] = replication.shard_chunks(
+            host[:, place.slot] = into_slot(replication.shard_chunks(
                 data, var.replica_grouping, place.shard_over, self._global_replicas,
-                var.shape)
+                var.shape), 1, shape)
         elif self._global_replicas > 1:
-            host[:, place.slot] = replication.to_replicas(data, var.replica_grouping,
-                                                          self._global_replicas)
+            host[:, place.slot] = into_slot(replication.to_replicas(
+                data, var.replica_grouping, self._global_replicas), 1, shape)
         else:
-            host[place.slot] = data
+            host[place.slot] = into_slot(np.asarray(data), 0, shape)
 
     def _variables_to_device(self, variables: Iterable[Any]) -> tuple[jax.Array, ...]:
         """The host copies of ``variables`` (and remote buffers) on the device:
@@ -99,6 +106,8 @@ class SessionData:
             self._weights_to_host()
 
     def _weights_to_host(self) -> None:
+        """Read every device value first, then update the host copies and memmaps: a
+        failure while reading changes no host data."""
         if self._ir._read_only_memmap:
             raise Exception(
                 "Writing data from device to host is not possible as the `ir` contains a "
@@ -106,41 +115,79 @@ class SessionData:
             )
         self._check_attached()
         assert self._device_state is not None
+        weights: dict[Variable, np.ndarray] = {}
+        all_replicas: dict[Variable, np.ndarray] = {}
         for var, value in zip(self._program.variables, self._device_state):
-            # On the CPU this is a read-only view of the device buffer, not a copy (a
-            # buffer that is not donated stays valid while the view lives).
-            if self._processes > 1:
-                host = replication.gather_global(value)
-            else:
-                host = np.array(value) if self._donate else np.asarray(value)
+            host = self._device_to_host(value, var.dtype)
             if self._global_replicas > 1:
                 if var.retrieval_mode == "all_replicas":
                     # Replicas may have drifted apart within a group: keep each one's value.
-                    every = (float8_from_device(host, var.dtype) if var.dtype.is_float8
-                             else host)
-                    self._host_all_replicas[var] = every
+                    all_replicas[var] = host
                 host = replication.from_replicas(host, var.replica_grouping)
-            if var.dtype.is_float8:
-                host = float8_from_device(host, var.dtype)
-            current = self._host_weights[var]
-            if isinstance(current, np.memmap):
-                np.copyto(current, host.reshape(current.shape))
-                current.flush()
-            else:
-                self._host_weights[var] = host.reshape(var.shape_on_host)
+            weights[var] = host.reshape(var.shape_on_host)
         variable_count = len(self._program.variables)
-        for buffer, value in zip(self._program.remote_buffers,
-                                 self._device_state[variable_count:]):
-            if self._processes > 1:
-                host = replication.gather_global(value)
+        buffers = {buffer: self._device_to_host(value, buffer.tensor_dtype)
+                   for buffer, value in zip(self._program.remote_buffers,
+                                            self._device_state[variable_count:])}
+        self._host_all_replicas.update(all_replicas)
+        self._host_buffers.update(buffers)
+        for var, host in weights.items():
+            current = self._host_weights[var]
+            if isinstance(current, np.memmap):  # the memmap is the variable's host copy
+                np.copyto(current, host)
             else:
-                host = np.array(value) if self._donate else np.asarray(value)
-            if buffer.tensor_dtype.is_float8:
-                host = float8_from_device(host, buffer.tensor_dtype)
-            self._host_buffers[buffer] = host
+                self._host_weights[var] = host
         self._host_in_sync = True
+        for var in self._memmap_variables():
+            self._sync_memmap(var)
+            var._memmap_arr.flush()
         self.transfers.weights_to_host += 1
         _LOG.debug("Writing weights to host complete.")
+
+    def _device_to_host(self, value: jax.Array, dtype: Any) -> np.ndarray:
+        """A device value (a variable's or a remote buffer's) as a host array."""
+        if self._processes > 1:
+            host = replication.gather_global(value)
+        else:
+            # On the CPU np.asarray is a read-only view of the device buffer, not a copy (a
+            # buffer that is not donated stays valid while the view lives).
+            host = np.array(value) if self._donate else np.asarray(value)
+        return float8_from_device(host, dtype) if dtype.is_float8 else host
+
+    # ----------------------------------------------------------------- memmaps
+    def _memmap_variables(self) -> list[Variable]:
+        """The variables whose host data is a user's ``np.memmap`` (PopXL's
+        ``_memmap_arr``): plain, remote and replica-sharded ones."""
+        known = dict.fromkeys((*self._host_weights, *self._remote_variables, *self._sharded))
+        return [var for var in known if var._memmap_arr is not None]
+
+    def _sync_memmap(self, var: Variable) -> None:
+        """Write ``var``'s host value (one per group) into its memmap, whole: the value
+        is computed from the host copies before the memmap is touched."""
+        memmap = var._memmap_arr
+        value = self._group_value(var)
+        if value is not memmap:
+            np.copyto(memmap, value)
+
+    def _group_value(self, var: Variable) -> np.ndarray:
+        """A variable's host value from the host copies, one per group (its host shape)."""
+        place = self._remote_variables.get(var)
+        if var in self._sharded:
+            shards = self._sharded[var]
+            return replication.unshard(self._host_weights[shards.shard], shards.grouping,
+                                       shards.shard_over, var.shape)
+        if place is not None and place.shard_over is not None:
+            chunks = out_of_slot(self._host_buffers[place.buffer][:, place.slot], 1,
+                                 place.kept_shape(var))
+            return replication.unshard(chunks, var.replica_grouping, place.shard_over,
+                                       var.shape)
+        if place is not None:
+            host = self._host_buffers[place.buffer]
+            if self._global_replicas > 1:
+                return replication.from_replicas(out_of_slot(host[:, place.slot], 1, var.shape),
+                                                 var.replica_grouping)
+            return out_of_slot(host[place.slot], 0, var.shape)
+        return self._host_weights[var]
 
     # ----------------------------------------------------------------- tensor data
     def get_tensor_data(self, tensor: Variable | Constant) -> np.ndarray:
@@ -187,56 +234,37 @@ class SessionData:
     def _host_value(self, tensor: Variable | Constant) -> np.ndarray:
         if isinstance(tensor, Constant):
             data = tensor._data
+        elif tensor.retrieval_mode == "all_replicas" and self._global_replicas > 1:
+            data = self._replicas_value(tensor)
         else:
-            data = self._host_weights.get(tensor)
-            place = self._remote_variables.get(tensor)
-            if tensor in self._sharded:
-                shards = self._sharded[tensor]
-                data = self._per_replica(tensor, replication.unshard(
-                    self._host_weights[shards.shard], shards.grouping, shards.shard_over,
-                    tensor.shape))
-            elif place is not None and place.shard_over is not None:
-                data = self._per_replica(tensor, replication.unshard(
-                    self._host_buffers[place.buffer][:, place.slot], tensor.replica_grouping,
-                    place.shard_over, tensor.shape))
-            elif place is not None:
-                host = self._host_buffers[place.buffer]
-                data = host[:, place.slot] if self._global_replicas > 1 else host[place.slot]
-                if self._global_replicas > 1:
-                    every = data
-                    data = replication.from_replicas(every, tensor.replica_grouping)
-                    if tensor.retrieval_mode == "all_replicas":
-                        data = every
-            elif tensor in self._host_all_replicas:
-                data = self._host_all_replicas[tensor]
-            elif tensor.retrieval_mode == "all_replicas" and self._global_replicas > 1:
-                # Not read back since the replicas took their group's value.
-                grouping = tensor.replica_grouping
-                if grouping.num_groups == 1:
-                    data = np.broadcast_to(data, (self._global_replicas, *data.shape))
-                else:
-                    data = data[np.asarray(grouping.assignment)]
-            memmap = tensor._memmap_arr
-            if memmap is not None and np.shape(data) == memmap.shape:
-                # PopXL's rule: a memory-mapped variable's host value is its memmap, which
-                # holds the latest value read back (a remote one's slot is copied in).
-                if data is not memmap and memmap.flags.writeable:
-                    np.copyto(memmap, data)
-                if data is memmap or memmap.flags.writeable:
-                    return memmap
+            data = self._group_value(tensor)
+        memmap = None if isinstance(tensor, Constant) else tensor._memmap_arr
+        if memmap is not None and np.shape(data) == memmap.shape:
+            # PopXL's rule: a memory-mapped variable's host value is its memmap, which every
+            # host write of this Session keeps up to date.
+            return memmap
         # Always an ndarray (0-d for a scalar: indexing a slot of a buffer of scalars gives
         # a NumPy scalar), read-only: a view, so the Session's copy stays its own.
         view = np.asarray(data).view()
         view.flags.writeable = False
         return view
 
-    def _per_replica(self, tensor: Variable, data: np.ndarray) -> np.ndarray:
-        """A sharded variable's host data (one value per group) as ``get_tensor_data``
-        returns it: with ``"all_replicas"`` retrieval, one row per replica (its group's
-        value), as for any other variable."""
-        if tensor.retrieval_mode != "all_replicas" or self._global_replicas <= 1:
-            return data
-        return replication.to_replicas(data, tensor.replica_grouping, self._global_replicas)
+    def _replicas_value(self, tensor: Variable) -> np.ndarray:
+        """A replicated ``"all_replicas"`` variable's host value: one row per replica."""
+        place = self._remote_variables.get(tensor)
+        if place is not None and place.shard_over is None:  # each replica's own slot
+            return out_of_slot(self._host_buffers[place.buffer][:, place.slot], 1, tensor.shape)
+        if tensor in self._sharded or place is not None:  # each replica its group's value
+            return replication.to_replicas(self._group_value(tensor), tensor.replica_grouping,
+                                           self._global_replicas)
+        if tensor in self._host_all_replicas:  # as last read back
+            return self._host_all_replicas[tensor]
+        # Not read back since the replicas took their group's value.
+        data = self._host_weights[tensor]
+        grouping = tensor.replica_grouping
+        if grouping.num_groups == 1:
+            return np.broadcast_to(data, (self._global_replicas, *data.shape))
+        return data[np.asarray(grouping.assignment)]
 
     def write_variable_data(self, tensor: Variable, data: Any) -> None:
         """Write a variable's host value (and its device value if attached)."""
@@ -247,8 +275,9 @@ class SessionData:
 
         Raises:
             TypeError: not a Variable, or the data's dtype is not the variable's.
-            ValueError: the data's shape is not the variable's host shape, or a number
-                does not fit the variable's dtype.
+            ValueError: the data's shape is not the variable's host shape, a number does
+                not fit the variable's dtype, or the variable is backed by a read-only
+                memmap.
         """
         checked = self._checked_writes(tensors)
         with self._lock:
@@ -273,6 +302,14 @@ class SessionData:
                     "supported for this type."
                 )
             self._check_known(tensor)
+            memmap = tensor._memmap_arr
+            if memmap is not None and not memmap.flags.writeable:
+                raise ValueError(
+                    f"Variable `{tensor.id}` is backed by a read-only np.memmap (mode "
+                    f"{memmap.mode!r}), and writing its data writes into that memmap. Open "
+                    "the memmap with mode='r+' to write it, or build the variable from a "
+                    "copy (`np.array(memmap)`)."
+                )
             expected = tensor.dtype.as_numpy()
             if isinstance(data, (int, float, bool, np.number, np.bool_)):
                 if tensor.dtype.is_float8:
@@ -307,7 +344,9 @@ class SessionData:
         return checked
 
     def _write_host(self, checked: Mapping[Variable, np.ndarray]) -> None:
-        """Store checked values in the host copies (the lock is held)."""
+        """Store checked values in the host copies (the lock is held), and in the memmap of
+        each memory-mapped variable written (for a sharded one, its handle's)."""
+        handles = {shards.shard: handle for handle, shards in self._sharded.items()}
         for tensor, data in checked.items():
             self._host_all_replicas.pop(tensor, None)
             if tensor in self._remote_variables:
@@ -315,12 +354,13 @@ class SessionData:
                 host = np.array(self._host_buffers[buffer])  # a writable copy
                 self._set_slot(host, tensor, data)
                 self._host_buffers[buffer] = host
-                continue
-            current = self._host_weights[tensor]
-            if isinstance(current, np.memmap):
-                np.copyto(current, data)
+            elif isinstance(self._host_weights[tensor], np.memmap):
+                np.copyto(self._host_weights[tensor], data)
             else:
                 self._host_weights[tensor] = np.array(data)
+            owner = handles.get(tensor, tensor)
+            if owner._memmap_arr is not None:
+                self._sync_memmap(owner)
 
     @property
     def _pb_session(self) -> PopartSessionView:

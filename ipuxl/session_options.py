@@ -13,6 +13,10 @@ process (on the ``"popart"`` logger) that it is not an option ipuxl knows. Only 
 options in :attr:`SessionOptions.HONOURED` change what ipuxl does; the others are
 accepted and kept, so programs that set them run unchanged.
 
+As in PopART, new options read two environment variables: ``POPXL_CACHE_DIR`` (else
+``POPART_CACHE_DIR``) turns ``enableEngineCaching`` on with that ``cachePath``; when both
+are set and differ, ``POPXL_CACHE_DIR`` wins and a warning says so.
+
 Example:
     >>> options = SessionOptions()
     >>> options.enableOutlining, options.engineOptions
@@ -26,16 +30,33 @@ from __future__ import annotations
 
 import copy
 import logging
+import os
 import weakref
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ipuxl.ir import Ir
 
-__all__ = ["SessionOptions", "PbIr", "DEFAULTS", "HONOURED", "options_of"]
+__all__ = ["SessionOptions", "PbIr", "DEFAULTS", "HONOURED", "options_of",
+           "cache_dir_from_environment", "engine_cache_directory", "executable_options",
+           "VirtualGraphMode"]
 
 _LOGGER = logging.getLogger("popart")
 _IR_LOGGER = logging.getLogger("popart.ir")
+
+
+class VirtualGraphMode(StrEnum):
+    """PopART's ``popart.VirtualGraphMode``: how ops are placed on IPUs. Its members equal
+    their names (``VirtualGraphMode.Manual == "Manual"``), as options keep enums. ipuxl
+    places every op where ``popxl.ipu(...)`` put it, whichever mode is set."""
+
+    Off = "Off"  # noqa: N815 - PopART's names
+    Manual = "Manual"  # noqa: N815
+    Auto = "Auto"  # noqa: N815
+    ExecutionPhases = "ExecutionPhases"  # noqa: N815
+    N = "N"
+
 
 # PopART's session options with their PopART defaults (enums as their names).
 DEFAULTS: dict[str, Any] = {
@@ -123,9 +144,14 @@ HONOURED: dict[str, str] = {
     "engineOptions": 'its "debug.allowOutOfMemory" ("true", "false" or "run") is the '
                      "default of Session(allow_out_of_memory=...) for this Ir, before "
                      "POPLAR_ENGINE_OPTIONS",
-    "enableEngineCaching": "with cachePath: Sessions of this Ir use JAX's persistent "
-                           "compilation cache in cachePath (as POPXL_CACHE_DIR does)",
-    "cachePath": "the directory of the persistent cache when enableEngineCaching is True",
+    "enableEngineCaching": "with cachePath: a Session of this Ir loads its executable "
+                           "from cachePath, or compiles it and writes it there (see "
+                           "ipuxl.executable_cache); on by default when POPXL_CACHE_DIR "
+                           "or POPART_CACHE_DIR is set",
+    "cachePath": "the directory of the engine cache when enableEngineCaching is True",
+    "dotChecks": "the checks (upper case, or 'ALL') for which Ir.dot_checkpoint and the "
+                 "Session's 'Final' checkpoint write a .dot file, with POPART_DOT_CHECKS's",
+    "logDir": "where the .dot files of dotChecks go (Ir.dot_checkpoint's save_dir sets it)",
     "throwIfLog2ScaleTensorNotInRange": "the float8 ops with a log2_scale tensor stop the "
                                         "run when the scale is outside [-32, 32) (see "
                                         "ipuxl.run_checks)",
@@ -161,6 +187,9 @@ class SessionOptions:
     def __init__(self, ir: Ir | None = None):
         object.__setattr__(self, "_values", copy.deepcopy(DEFAULTS))
         object.__setattr__(self, "_ir_ref", None if ir is None else weakref.ref(ir))
+        cache_dir = cache_dir_from_environment()
+        if cache_dir is not None:
+            self._values.update(enableEngineCaching=True, cachePath=cache_dir)
         topology = None if ir is None else ir._topology
         if topology is not None:
             # An Ir(replication="popdist"): this instance's place among all replicas, as
@@ -268,14 +297,66 @@ def options_of(ir: Ir) -> SessionOptions | None:
     return getattr(ir, "_session_options", None)
 
 
+# The environment variables that turn engine caching on, the one that wins last.
+_CACHE_ENV = ("POPART_CACHE_DIR", "POPXL_CACHE_DIR")
+# Options that say where files go or what is drawn, not what the executable is: they are
+# left out of the engine cache key (see executable_options).
+_NOT_IN_EXECUTABLE = frozenset({
+    "cachePath", "enableEngineCaching", "logDir", "dotChecks", "firstDotOp", "finalDotOp",
+    "dotOpNames", "separateCallOpPdfs", "compileEngine"})
+_UNSET = object()
+
+
+def cache_dir_from_environment() -> str | None:
+    """The engine cache directory the environment asks for: ``POPXL_CACHE_DIR``, else
+    ``POPART_CACHE_DIR``, else None. When both are set and differ, a warning on the
+    ``popart`` logger says that ``POPART_CACHE_DIR`` is ignored."""
+    popart_dir, popxl_dir = (os.environ.get(name) or None for name in _CACHE_ENV)
+    if popart_dir and popxl_dir and popart_dir != popxl_dir:
+        _LOGGER.warning(
+            "Both POPART_CACHE_DIR (%r) and POPXL_CACHE_DIR (%r) are set and differ from "
+            "each other. The value of POPART_CACHE_DIR will be ignored.", popart_dir,
+            popxl_dir)
+    return popxl_dir or popart_dir
+
+
+def engine_cache_directory(ir: Ir) -> str | None:
+    """Where a Session of ``ir`` keeps its executable: the options' ``cachePath`` when
+    ``enableEngineCaching`` is on; for an Ir whose options were never asked for, the
+    environment's default (:func:`cache_dir_from_environment`). None: no engine cache."""
+    options = options_of(ir)
+    if options is None:
+        return cache_dir_from_environment()
+    return options._cache_directory()
+
+
+def executable_options(ir: Ir) -> str:
+    """The options that may shape ``ir``'s executable, as one canonical text for the
+    engine cache key: every option that was set (``engineOptions`` included) except
+    those that only say where files go (``cachePath``, ``logDir``, the dot options)."""
+    options = options_of(ir)
+    if options is None:
+        return ""
+    changed = sorted((name, _canonical(value)) for name, value in options._values.items()
+                     if name not in _NOT_IN_EXECUTABLE and DEFAULTS.get(name, _UNSET) != value)
+    return ";".join(f"{name}={value}" for name, value in changed)
+
+
+def _canonical(value: Any) -> str:
+    """``repr`` with mappings and sets in sorted order, so equal options give equal text."""
+    if isinstance(value, dict):
+        items = sorted((repr(key), _canonical(item)) for key, item in value.items())
+        return "{" + ", ".join(f"{key}: {item}" for key, item in items) + "}"
+    if isinstance(value, (set, frozenset)):
+        return "{" + ", ".join(sorted(_canonical(item) for item in value)) + "}"
+    return repr(value)
+
+
 def apply_to_session(options: SessionOptions | None, allow_out_of_memory: Any) -> Any:
     """Apply the options a Session honours when it is built, and return its
     ``allow_out_of_memory`` (the argument, else the engine option, else None)."""
     if options is None:
         return allow_out_of_memory
-    directory = options._cache_directory()
-    if directory:
-        _use_persistent_cache(directory)
     if allow_out_of_memory is None:
         allow_out_of_memory = options._allow_out_of_memory()
     return allow_out_of_memory
@@ -297,11 +378,3 @@ def model_device(options: SessionOptions | None, device_desc: Any, ir: Ir) -> An
         )
     return target.with_(numIOTiles=io_tiles)
 
-
-def _use_persistent_cache(directory: str) -> None:
-    """JAX's persistent compilation cache in ``directory`` (what ``POPXL_CACHE_DIR``
-    does)."""
-    from ipuxl.executable_cache import use_persistent_cache
-
-    _LOGGER.debug("Engine caching: JAX's persistent compilation cache in %s", directory)
-    use_persistent_cache(directory)

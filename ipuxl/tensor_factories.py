@@ -12,6 +12,7 @@ Example:
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from typing import Any
 
@@ -23,11 +24,14 @@ from ipuxl.op import check_in_graph
 from ipuxl.popart import VariableRetrievalMode
 from ipuxl.replica_grouping import ReplicaGrouping
 from ipuxl.tensor import Constant, Tensor, TensorSpec, Variable
-from ipuxl.utils import downcast_np_dtypes, to_numpy
+from ipuxl.utils import to_numpy
 
 __all__ = ["variable", "constant", "graph_input", "graph_output", "remote_variable"]
 
 _RETRIEVAL_MODES = ("one_per_group", "all_replicas")
+
+# PopART's logger: PopXL warns there when a memmap cannot back a variable.
+_LOGGER = logging.getLogger("popart")
 
 
 def variable(
@@ -54,17 +58,22 @@ def variable(
         log2_scale, nan_on_overflow: float8 conversion options (see ``utils.to_numpy``).
 
     Returns:
-        The variable. Its initial data is a copy of ``data``, except for an ``np.memmap``,
-        which is used in place (and flushed by ``Session.weights_to_host``).
+        The variable. Its initial data is a copy of ``data``, except for an ``np.memmap``
+        with a constant replica grouping, which is used in place: it is ``_memmap_arr``,
+        every host write of the Session goes into it, ``Session.weights_to_host`` flushes
+        it, and ``Session.get_tensor_data`` returns it. With a non-constant grouping the
+        memmap is copied, as in PopXL, and a warning is logged on the ``"popart"`` logger.
 
     Raises:
         RuntimeError: no graph is on the context stack.
         TypeError: ``data`` is not numbers (None, strings, objects); ``replica_grouping``
             is not a ReplicaGrouping.
         ValueError: not in the main graph; bad retrieval mode; data does not match the
-            grouping; a memmap that would need converting; a value that does not fit the
-            dtype (an int64 value beyond int32 when downcasting, 300 for int8, NaN or 2.5
-            for an integer dtype); a replica grouping of another Ir or replication factor.
+            grouping; a memmap that would need converting (a ``dtype`` other than its
+            own, not C-contiguous, or 64-bit data, which PopXL downcasts); a value that
+            does not fit the dtype (an int64 value beyond int32 when downcasting, 300 for
+            int8, NaN or 2.5 for an integer dtype); a replica grouping of another Ir or
+            replication factor.
 
     Warns:
         HostValueWarning: a float beyond a narrower float's range became ±inf (1e39 for
@@ -88,14 +97,8 @@ def variable(
             f"Invalid retrieval_mode: {retrieval_mode!r}. Use one of {_RETRIEVAL_MODES}."
         )
     grouping = checked_replica_grouping(replica_grouping, graph.ir, _what("variable", name))
-    if isinstance(data, np.memmap):
-        _check_memmap(data, dtype, downcast)
     host = to_numpy(data, dtype, downcast, copy=False, log2_scale=log2_scale,
                     nan_on_overflow=nan_on_overflow, what=_what("variable", name))
-    if not isinstance(host, np.memmap):
-        # to_numpy(copy=False) may return the caller's array; the variable owns its data,
-        # so later edits of that array must not change the initial value.
-        host = np.array(host)
     shape = host.shape
     if grouping.num_groups > 1:
         if not shape or shape[0] != grouping.num_groups:
@@ -105,12 +108,26 @@ def variable(
                 f"dimension of size {grouping.num_groups}."
             )
         shape = shape[1:]
+    in_place = isinstance(host, np.memmap) and grouping.is_const
+    if isinstance(host, np.memmap) and not in_place:
+        _LOGGER.warning(
+            "In creation of variable %s, you have passed np.memmap data and a non-const "
+            "replica grouping (assignment %s). Only a constant grouping keeps a memmap as "
+            "the variable's data (PopXL stores the others reordered, in a copy), so the data "
+            "is copied: the variable is NOT backed by the np.memmap and weights_to_host does "
+            "not write to it. Use `ir.replica_grouping(stride, group_size)` to keep it "
+            "memory-mapped.", name or "t", grouping.assignment)
+    if not in_place:
+        # to_numpy(copy=False) may return the caller's array; the variable owns its data,
+        # so later edits of that array must not change the initial value (np.array copies
+        # into a plain ndarray, a memmap too).
+        host = np.array(host)
     tensor_dtype = dtypes.dtype.as_dtype(host.dtype if dtype is None else dtype)
-    if isinstance(host, np.memmap) and not host.flags.writeable:
+    if in_place and not host.flags.writeable:
         graph.ir._read_only_memmap = True
     var = graph._new_tensor(Variable, name, TensorSpec(shape, tensor_dtype))
     var._data = host
-    if isinstance(host, np.memmap):
+    if in_place:
         var._memmap_arr = host
     var._replica_grouping = grouping
     var._retrieval_mode = retrieval_mode
@@ -232,30 +249,6 @@ def checked_replica_grouping(grouping: Any, ir: Any, what: str) -> ReplicaGroupi
         )
     grouping.check_belongs_to(ir, what)
     return grouping
-
-
-def _check_memmap(data: np.memmap, dtype: dtypes.dtype | None, downcast: bool) -> None:
-    """A memmap variable uses the file's memory directly, so it must need no conversion."""
-    wanted = None if dtype is None else dtypes.dtype.as_dtype(dtype).as_numpy()
-    problems = []
-    if wanted is not None and wanted != data.dtype:
-        problems.append(f"`dtype` is {dtype!r} but the memmap holds {data.dtype}")
-    if not (data.flags.c_contiguous and data.flags.aligned):
-        problems.append(
-            f"it is not C-contiguous and aligned (c_contiguous={data.flags.c_contiguous}, "
-            f"aligned={data.flags.aligned})"
-        )
-    if wanted is None and downcast and data.dtype in downcast_np_dtypes:
-        problems.append(
-            f"its dtype {data.dtype} would be downcast to {downcast_np_dtypes[data.dtype]}"
-        )
-    if problems:
-        raise ValueError(
-            "When passing a memory-mapped NumPy array to `popxl.variable`, it is used without "
-            "a copy, so it must need no conversion, but " + "; and ".join(problems) + ". "
-            "Create the memmap C-contiguous with the variable's dtype and pass dtype=None or "
-            "that dtype (and downcast=False for 64-bit data)."
-        )
 
 
 def remote_variable(

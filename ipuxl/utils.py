@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from ipuxl import dtypes, host_values
@@ -76,7 +77,7 @@ def to_numpy(
     if dtype is not None:
         dtype = dtypes.dtype.as_dtype(dtype)
     if isinstance(x, np.memmap):
-        _check_memmap(x, dtype, downcast)
+        _check_memmap(x, dtype)
     is_float8 = dtype is not None and dtype.is_float8
     if not is_float8 and log2_scale is not None:
         raise RuntimeError(
@@ -125,33 +126,53 @@ def to_numpy(
     return np.asarray(array, order="C")
 
 
-def _check_memmap(x: np.memmap, dtype: dtypes.dtype | None, downcast: bool) -> None:
-    """Memmaps are used as they are (never copied), so they must need no conversion."""
-    if dtype is not None and dtype.as_numpy() != x.dtype:
+def _check_memmap(data: np.memmap, dtype: dtypes.dtype | None) -> None:
+    """PopXL's rules for a memmap variable, in PopXL's order: the variable's host data *is*
+    the memmap (no copy), so the memmap must need no conversion at all.
+
+    Raises:
+        ValueError: ``dtype`` is given and differs from the memmap's dtype; the memmap is
+            not C-contiguous and aligned; or its dtype is a 64-bit one (float64, int64,
+            uint64), which PopXL only holds after downcasting to 32 bits (whatever
+            ``dtype`` and ``downcast`` say).
+    """
+    if dtype is not None and dtypes.dtype.as_dtype(dtype).as_numpy() != data.dtype:
         raise ValueError(
-            f"The memmap has dtype {x.dtype} but dtype {dtype!r} was requested. A memmap is "
-            "used without conversion: pass dtype=None or the memmap's dtype."
+            "When passing a memory-mapped NumPy array, the `dtype` parameter must be None or "
+            f"the same as the array's dtype: got dtype={dtype} for a memmap of {data.dtype}. "
+            "Pass dtype=None (the memmap's dtype is used) or convert the file first."
         )
-    if not (x.flags.c_contiguous and x.flags.aligned):
+    if not (data.flags.c_contiguous and data.flags.aligned):
         raise ValueError(
-            "The memmap must be C-contiguous and aligned to be used without a copy: "
-            f"{x.flags.c_contiguous=}, {x.flags.aligned=}."
+            "When passing a memory-mapped NumPy array, it must already be in C-ordered and "
+            f"aligned form: this one has c_contiguous={data.flags.c_contiguous}, "
+            f"aligned={data.flags.aligned}. Open the memmap with order='C' (and no strided "
+            "view of it)."
         )
-    if dtype is None and downcast and x.dtype in downcast_np_dtypes:
+    if data.dtype in downcast_np_dtypes:
         raise ValueError(
-            f"The memmap has dtype {x.dtype}, which would be downcast to "
-            f"{downcast_np_dtypes[x.dtype]}, but a memmap is never converted. Create it as "
-            f"{downcast_np_dtypes[x.dtype]}, or pass downcast=False."
+            f"When passing a memory-mapped NumPy array, the dtype {dtype} is not supported, "
+            f"as it requires downcasting the memmap's {data.dtype} data to "
+            f"{downcast_np_dtypes[data.dtype]}, a new array that is no longer the memmap. "
+            f"Store the file as {downcast_np_dtypes[data.dtype]}, or pass a copy "
+            "(`np.array(memmap)`) to have it downcast."
         )
 
 
 def _as_array(x: Any) -> np.ndarray:
     """``x`` as an ndarray, without copying where possible; torch tensors are detached.
 
-    torch is an optional dependency, so its tensors are recognised by their module.
+    torch is an optional dependency, so its tensors are recognised by their module. A
+    bfloat16 torch tensor, which torch cannot hand to numpy, is read through its bits as
+    an ``ml_dtypes.bfloat16`` array sharing its memory.
     """
     if type(x).__module__.startswith("torch") and hasattr(x, "detach"):
-        x = x.detach().cpu().numpy()
+        x = x.detach().cpu()
+        if str(getattr(x, "dtype", "")) == "torch.bfloat16":
+            import torch
+
+            return x.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+        x = x.numpy()
     return np.asarray(x)
 
 

@@ -26,7 +26,7 @@ from typing import Any
 from ipuxl.graph import Graph
 from ipuxl.op import Op
 from ipuxl.popart import popart_exception
-from ipuxl.remote_buffer import remote_slot
+from ipuxl.remote_buffer import check_slot_holds, remote_slot
 from ipuxl.tensor import Tensor
 
 __all__ = ["verify_ir", "check_remote_variables", "check_tensors_have_values", "check_inplacing_ambiguity", "written_tensors"]
@@ -41,13 +41,12 @@ def verify_ir(ir: Any) -> None:
 
 
 def check_remote_variables(ir: Any) -> None:
-    """Raise ``ValueError`` for a remote variable whose buffer holds another shape or
-    dtype (per shard for a replica-sharded one). PopXL does not check this when the
+    """Raise ``ValueError`` for a remote variable its slot cannot hold (the rule of
+    :func:`ipuxl.remote_buffer.check_slot_holds`). PopXL does not check this when the
     variable is made, so the Session checks it, before the data is put in the buffer."""
     for var in ir.main_graph.variables:
-        slot = remote_slot(var)
-        if slot is not None:
-            slot.buffer.validate_tensor_matches_buffer(var, num_shards=slot.shard_over or 1)
+        if remote_slot(var) is not None:
+            check_slot_holds(var)
 
 
 def check_tensors_have_values(graph: Graph) -> None:

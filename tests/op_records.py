@@ -299,13 +299,16 @@ UNARY = [
     _unary("sign", ops.sign, np.sign, NUMERIC),
     _unary("relu", ops.relu, lambda x: np.maximum(x, 0), SIGNED + FLOATS),
     _unary("relu_", ops.relu_, lambda x: np.maximum(x, 0), SIGNED + FLOATS, inplace=True),
-    _unary("gelu", ops.gelu, _gelu_tanh, FLOATS),
-    _unary("gelu_", ops.gelu_, _gelu_tanh, FLOATS, inplace=True),
+    # PopXL builds gelu of any dtype; a Session refuses the non-floats (test_ops_structure).
+    _unary("gelu", ops.gelu, _gelu_tanh, FLOATS, accepts=None),
+    _unary("gelu_", ops.gelu_, _gelu_tanh, FLOATS, inplace=True, accepts=None),
     _unary("geluerf", ops.geluerf, lambda x: 0.5 * x * (1 + _erf(x / math.sqrt(2))), FLOATS),
     _unary("geluerf_", ops.geluerf_, lambda x: 0.5 * x * (1 + _erf(x / math.sqrt(2))), FLOATS,
            inplace=True),
-    _unary("swish", ops.swish, lambda x: x * _sigmoid(x), FLOATS),
-    _unary("swish_", ops.swish_, lambda x: x * _sigmoid(x), FLOATS, inplace=True),
+    # PopXL builds swish of any dtype; a Session refuses the non-floats (test_ops_structure).
+    _unary("swish", ops.swish, lambda x: x * _sigmoid(x), FLOATS, accepts=None),
+    _unary("swish_", ops.swish_, lambda x: x * _sigmoid(x), FLOATS, inplace=True,
+           accepts=None),
     _unary("sigmoid", ops.sigmoid, _sigmoid, FLOATS),
     _unary("isnan", ops.isnan, np.isnan, NUMERIC, accepts=None),
     _unary("isinf", ops.isinf, np.isinf, NUMERIC, accepts=None),
@@ -447,7 +450,8 @@ SHAPE = [
              lambda a, b: np.concatenate([a, b], axis=1), (X34, Arg((3, 2))), RUN_DTYPES,
              errors=(
                  _e((X34, I32), lambda a, b: ops.concat([a, b]), TypeError,
-                    "All inputs to a concat operation must have the same type"),
+                    "^All inputs to a concat operation must have the same type: `.*` is "
+                    "float32 but `.*` is int32"),
              )),
     OpRecord("concat_", lambda a, b: ops.concat_([a, b], axis=-1),
              lambda a, b: np.concatenate([a, b], axis=-1), (X34, Arg((3, 2))), variant(ALL)),
@@ -591,11 +595,10 @@ REDUCTIONS = [
                NUMERIC, SMALL, errors=(
                    _e((X34,), lambda x: ops.cumsum(x, 3), ValueError, "cumsum: axis 3"),
                )),
+    # PopXL builds lamb_square of any dtype; a Session refuses the non-floats
+    # (test_ops_structure).
     OpRecord("lamb_square", ops.lamb_square, lambda x: (x * x).sum(), (X34,),
-             FLOATS, accepts=FLOATS, errors=(
-                 _e((I32,), ops.lamb_square, popart_exception,
-                    "lamb_square does not support dtype int32"),
-             )),
+             FLOATS, accepts=None),
     OpRecord("histogram", lambda x: ops.histogram(x, [-1.0, 0.0, 1.5], False),
              lambda x: _histogram(x, [-1.0, 0.0, 1.5], False), (X34,), FLOATS,
              accepts=FLOATS, errors=(
@@ -649,9 +652,6 @@ INDEXING = [
     OpRecord("dynamic_update",
              lambda x, i, u: ops.dynamic_update(x, i, u, [1], [2], no_overlap=False),
              _dynamic_update_reference, (X34, _int32([1]), Arg((3, 2))), ALL, errors=(
-                 _e((X34, _int32([1]), Arg((3, 3))),
-                    lambda x, i, u: ops.dynamic_update(x, i, u, [1], [2], False), ValueError,
-                    r"`t_update` \(3, 3\) must have the shape of the updated region"),
                  _e((X34, _int32([1]), Arg((3, 2), dtype="int32")),
                     lambda x, i, u: ops.dynamic_update(x, i, u, [1], [2], False),
                     popart_exception, "dynamic_update: `t_update` is int32"),

@@ -192,8 +192,6 @@ NLL_ERRORS = (
 NLL_SOFTMAX_GRAD_ERRORS = (
     _e((PROBS, LABELS), lambda p, y: ops.nll_loss_with_softmax_grad(p, y, reduction="max"),
        ValueError, "Not a valid reduction: max"),
-    _e((PROBS, Arg((4,), dtype="float32")), ops.nll_loss_with_softmax_grad, TypeError,
-       "nll_loss_with_softmax_grad: the labels .* must be int32 or uint32"),
     _e((PROBS, _int32([[0, 1], [1, 2], [2, 3], [3, 0]])), ops.nll_loss_with_softmax_grad,
        ValueError, "nll_loss_with_softmax_grad: one label per row of the probabilities is "
        "needed"),

@@ -7,6 +7,7 @@ import pytest
 
 import ipuxl as popxl
 import ipuxl.ops as ops
+from ipuxl import popart
 from ipuxl.ops.collectives.collectives import CollectiveOperator, to_collective_op
 from ipuxl.ops.utils import check_in_graph, check_tensor_ipu_and_tile_set, convert_optional_float
 from ipuxl.utils import DeviceInfo
@@ -137,6 +138,25 @@ def test_set_device():
     with pytest.raises(RuntimeError, match="compiled for ipu_model with 1 IPUs"):
         with session:
             pass
+
+
+def test_set_device_matches_the_kind_asked_for_not_its_stand_in(monkeypatch):
+    monkeypatch.setenv("POPXL_OFFLINE_DEVICE", "ipu_model")  # runs "ipu_hw" on the model
+    ir, *_ = _program()
+    session = popxl.Session(ir, "ipu_hw")
+    assert session.ir_ is session.ir is ir
+    session._set_device(DeviceInfo("ipu_hw", 1, False))
+    with session:
+        pass
+    for device in (DeviceInfo("ipu_model", 1, False),
+                   popart.DeviceManager().createIpuModelDevice({})):
+        session._set_device(device)
+        with pytest.raises(RuntimeError, match=r"^The device set with _set_device \(ipu_model, "
+                                               r"1 IPUs\) cannot run this Session, which was "
+                                               r"compiled for ipu_hw with 1 IPUs"):
+            with session:
+                pass
+    assert not session.is_attached
 
 
 def test_memmap_variable_data_is_the_memmap(tmp_path):

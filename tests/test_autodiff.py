@@ -4,6 +4,8 @@ through calls, repeats and conditionals, against ``jax.grad`` of independent
 
 from __future__ import annotations
 
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -293,6 +295,36 @@ def test_return_all_grad_graphs_and_reusing_called_graph_info() -> None:
                           return_all_grad_graphs=True)
     assert set(reused) == {fwd2}
     assert len(ir.graphs) == before + 1  # only fwd2's gradient graph is new
+
+
+def test_every_called_graph_is_differentiated_even_off_the_gradient_path() -> None:
+    # As PopART's autodiff: the whole call hierarchy gets gradient graphs, children first,
+    # so a callee marked unsafe is refused even where no gradient flows through it.
+    ir = popxl.Ir()
+    with ir.main_graph:
+        count = popxl.variable(np.int32(3), name="count")
+        x = popxl.variable(X, name="x")
+        counter = ir.create_graph(lambda n: n + 1, count)
+        scale = ir.create_graph(lambda t: t * 2.0, x)
+
+        def outer(t: popxl.Tensor, n: popxl.Tensor) -> popxl.Tensor:
+            ops.call(counter, n)  # int32: no gradient flows through it
+            return ops.call(scale, t)[0]
+
+        fwd = ir.create_graph(outer, x, count)
+        every = autodiff(fwd, grads_required=fwd.inputs[:1], return_all_grad_graphs=True)
+        assert set(every) == {fwd, counter, scale}
+        fwd_again = ir.create_graph(outer, x, count)
+        counter._pb_graph.setCanBeRecursivelyAutodiffed(False)
+        with pytest.raises(popart_exception, match=rf"^The graph contains a call to another "
+                           rf"graph {re.escape(counter.id)} which has been marked as unsafe "
+                           "to autodiff"):
+            autodiff(fwd_again, grads_required=fwd_again.inputs[:1])
+        # Given its gradient graph, the unsafe callee is not differentiated again.
+        reused = autodiff(fwd_again, grads_required=fwd_again.inputs[:1],
+                          called_graphs_grad_info={counter: every[counter]},
+                          return_all_grad_graphs=True)
+        assert set(reused) == {fwd_again, scale}
 
 
 def test_the_gradient_text_form_names_what_is_differentiated() -> None:

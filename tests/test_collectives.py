@@ -302,7 +302,7 @@ class Table:
 
     replicas: int
     groups: list[list[int]]
-    nodes: list[Any]  # the op of each case
+    nodes: list[list[Any]]  # the ops of each case, in order (each reads the last's output)
     outputs: list[popxl.Tensor]
     inputs: list[np.ndarray]  # [R, *shape] per case
 
@@ -317,8 +317,9 @@ def build_table(replicas: int, grouping: tuple[int, int] | None, cases=CASES) ->
         for case in cases:
             x = popxl.graph_input(case.shape(size), DTYPES[case.data], "x",
                                   meta_shape=case.meta_shape(size))
+            first = len(ir.main_graph.ops)
             outputs.append(case.make(x, group))
-            nodes.append(ir.main_graph.ops[-1])
+            nodes.append(ir.main_graph.ops[first:])
             data.append(case_data(case, (replicas, *x.shape)))
     return Table(replicas, groups, nodes, outputs, data)
 
@@ -328,9 +329,16 @@ def vmapped(one_replica: Callable) -> Callable:
     return jax.vmap(one_replica, axis_name=REPLICA_AXIS)
 
 
-def lowered(nodes: list[Any]) -> Callable:
-    """One replica's outputs of every op."""
-    return lambda xs: tuple(node.opdef.lower(x, **node.attrs) for node, x in zip(nodes, xs))
+def lower_chain(chain: list[Any], x: Any) -> Any:
+    """One replica's output of a case's ops, each applied to the last one's output."""
+    for node in chain:
+        x = node.opdef.lower(x, **node.attrs)
+    return x
+
+
+def lowered(nodes: list[list[Any]]) -> Callable:
+    """One replica's outputs of every case."""
+    return lambda xs: tuple(lower_chain(chain, x) for chain, x in zip(nodes, xs))
 
 
 def pulled_back(nodes: list[Any]) -> Callable:
@@ -338,7 +346,7 @@ def pulled_back(nodes: list[Any]) -> Callable:
     def grads(xs: tuple, cts: tuple) -> tuple:
         results = []
         for node, x, ct in zip(nodes, xs, cts):
-            _, pullback = jax.vjp(lambda x, node=node: node.opdef.lower(x, **node.attrs), x)
+            _, pullback = jax.vjp(lambda x, node=node: lower_chain(node, x), x)
             results.append(pullback(ct)[0])
         return tuple(results)
 
@@ -594,6 +602,24 @@ def test_all_reduce_across_ipus_values_and_gradients(variant):
 # ------------------------------------------------------------------ the IR
 
 
+@pytest.mark.parametrize("output_shape, axis, ops_built, shape", [
+    ("concat", 0, ["reshape", "replicated_all_gather", "reshape"], (4, 5, 7)),
+    ("new_axis", 0, ["reshape", "replicated_all_gather", "reshape"], (2, 2, 5, 7)),
+    ("concat", 2, ["transpose", "reshape", "replicated_all_gather", "reshape", "transpose"],
+     (2, 5, 14)),
+])
+def test_a_gather_is_built_from_popxl_ops(output_shape, axis, ops_built, shape):
+    # PopXL flattens the input (its axis moved first), gathers flat values and reshapes, so
+    # its graph holds those tensors: PopXL's unit test counts 4 for a concat on axis 0.
+    ir = popxl.Ir(replication=2)
+    with ir.main_graph:
+        x = popxl.variable(np.zeros((2, 5, 7), np.float32), name="x")
+        out = C.replicated_all_gather(x, axis, output_shape=output_shape)
+    assert [op.name for op in ir.main_graph.ops] == ops_built
+    assert len(ir.main_graph.tensors) == len(ops_built) + 1
+    assert out.shape == shape
+
+
 def test_print_shows_the_op_the_reduction_and_the_groups():
     ir = popxl.Ir(replication=4)
     with ir.main_graph:
@@ -609,15 +635,22 @@ def test_print_shows_the_op_the_reduction_and_the_groups():
         "assignment=(0, 1, 0, 1)](x)",
         "replicated_reduce_scatter_out: f32[2] meta[4,2] = replicated_reduce_scatter[op='add', "
         "assignment=(0, 0, 0, 0), meta_shape=(4, 2)](x)",
-        "replicated_all_gather_out: f32[4,4] = replicated_all_gather[output_shape='concat', "
-        "axis=1, assignment=(0, 1, 0, 1)](x)",
+        # PopXL's structure: axis 1 moved first, flattened, gathered, reshaped, moved back
+        "transpose_out: f32[2,4] = transpose[permutation=(1, 0)](x)",
+        "transpose_out_reshaped: f32[8] = reshape[shape=(8,)](transpose_out)",
+        "replicated_all_gather_out: f32[16] = replicated_all_gather[output_shape='concat', "
+        "assignment=(0, 1, 0, 1)](transpose_out_reshaped)",
+        "replicated_all_gather_out_reshaped: f32[4,4] = reshape[shape=(4, 4)]("
+        "replicated_all_gather_out)",
+        "transpose_out__t0: f32[4,4] = transpose[permutation=(1, 0)]("
+        "replicated_all_gather_out_reshaped)",
         "replicated_slice_out: f32[2] = replicated_slice[axis=0, assignment=(0, 0, 0, 0)](x)",
     ]:
         assert line in text, text
 
 
 def test_lowering_outside_the_replica_axis_names_the_fix():
-    (node,) = build_table(4, None, _reduction_cases("add")[:1]).nodes
+    ((node,),) = build_table(4, None, _reduction_cases("add")[:1]).nodes
     with pytest.raises(ValueError, match="built for 4 replicas but is being lowered without"):
         node.opdef.lower(jnp.zeros((3, 2)), **node.attrs)
     with pytest.raises(ValueError, match="lowered over 2 replicas"):

@@ -167,20 +167,27 @@ def test_conditional_site_info(setup):
     assert info.parent_input(0) is flag and info.parent_output(0) is info.outputs[0]
     assert info.graph_to_parent_input_index(1, True) == 2
     assert info.graph_to_parent_input_index(0, False) == 3
-    assert info.parent_to_graph_input_index(1, True) == 0
-    assert info.parent_to_graph_input_index(3, False) == 0
+    # A parent index names its branch: then inputs are 1 and 2, the else input is 3.
+    assert [info.parent_to_graph_input_index(i) for i in (1, 2, 3)] == [0, 1, 0]
     assert info.graph_to_parent_output_index(0, True) == 0
     assert info.parent_to_graph_output_index(0, False) == 0
-    assert [info.is_parent_index_in_then_branch(i) for i in range(4)] == [
-        False, True, True, False]
-    for call, args in [(info.graph_to_parent_input_index, (2, True)),
-                       (info.graph_to_parent_input_index, (1, False)),
-                       (info.parent_to_graph_input_index, (3, True)),
-                       (info.parent_to_graph_input_index, (1, False)),
-                       (info.graph_to_parent_output_index, (1, True)),
-                       (info.parent_to_graph_output_index, (-1, False))]:
-        with pytest.raises(IndexError):
+    assert [info.is_parent_index_in_then_branch(i) for i in (1, 2, 3)] == [True, True, False]
+    for call, args, message in [
+            (info.graph_to_parent_input_index, (2, True), "^Invalid graph input index 2: "
+             "the then_branch has 2 inputs"),
+            (info.graph_to_parent_input_index, (1, False), "^Invalid graph input index 1: "
+             "the else_branch has 1 inputs"),
+            (info.graph_to_parent_output_index, (1, True), "^Invalid graph output index 1"),
+            (info.parent_to_graph_output_index, (-1, False), "^Invalid graph output index -1")]:
+        with pytest.raises(IndexError, match=message):
             call(*args)
+    # cond (0) and indices past the last else input feed no branch.
+    for index in (0, 4, -1):
+        for call in (info.parent_to_graph_input_index, info.is_parent_index_in_then_branch):
+            with pytest.raises(IndexError, match=rf"^Invalid parent graph input index {index}: "
+                               r"the conditional's inputs are cond \(0\), then_branch inputs "
+                               r"\[1, 3\) and else_branch inputs \[3, 4\)"):
+                call(index)
     assert info.graph_to_parent(then_graph.inputs[1]) is y
     assert info.graph_to_parent(else_graph.inputs[0]) is y
     assert info.graph_to_parent(else_graph.outputs[0]) is info.outputs[0]

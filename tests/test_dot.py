@@ -21,7 +21,7 @@ import pytest
 import ipuxl as popxl
 import ipuxl.dot as dot_module
 import ipuxl.ops as ops
-from ipuxl.dot import to_dot, write_dot_checkpoint
+from ipuxl.dot import dot_checks, to_dot, write_checkpoint, write_dot_checkpoint
 
 _STRING = r'"(?:[^"\\]|\\.)*"'
 _NODE = re.compile(rf"^\s*({_STRING}) \[(.*)\];$")
@@ -305,9 +305,52 @@ def test_a_disabled_check_writes_nothing(tmp_path, monkeypatch, no_graphviz):
     ir, _ = build_example()
     monkeypatch.setenv("POPART_DOT_CHECKS", "FINAL")
     assert write_dot_checkpoint(ir, "FWD0", str(tmp_path / "out")) == []
-    monkeypatch.delenv("POPART_DOT_CHECKS")
-    ir.dot_checkpoint("FINAL", str(tmp_path / "out"))
-    assert not (tmp_path / "out").exists()
+    assert os.listdir(tmp_path / "out") == []  # created: it is the Ir's logDir now
+    monkeypatch.setenv("POPART_DOT_CHECKS", "")  # set, even empty: no check is added
+    ir.dot_checkpoint("FINAL")
+    assert os.listdir(tmp_path / "out") == []
+    assert ir._pb_ir.getSessionOptions().dotChecks == []
+
+
+def test_checks_come_from_the_option_and_the_environment_in_upper_case(
+        tmp_path, monkeypatch, no_graphviz):
+    ir, _ = build_example()
+    monkeypatch.setenv("POPART_DOT_CHECKS", "bar:")
+    options = ir._pb_ir.getSessionOptions()
+    options.dotChecks = {"foo"}
+    options.logDir = str(tmp_path)
+    assert dot_checks(ir) == {"FOO", "BAR"}
+    for check in ("Foo", "BAR", "Baz"):
+        write_checkpoint(ir, check)
+    assert sorted(os.listdir(tmp_path)) == ["0000_Foo.dot", "0001_BAR.dot"]
+    options.dotChecks = "baz"  # one name
+    assert dot_checks(ir) == {"BAZ", "BAR"}
+
+
+def test_a_checkpoint_with_no_checks_set_enables_them_all(tmp_path, monkeypatch, no_graphviz):
+    ir, _ = build_example()
+    monkeypatch.delenv("POPART_DOT_CHECKS", raising=False)
+    assert write_checkpoint(ir, "Foo") == []  # PopART's rule alone adds nothing
+    ir.dot_checkpoint("Foo", str(tmp_path))
+    assert ir._pb_ir.getSessionOptions().dotChecks == {"ALL"}
+    write_checkpoint(ir, "Anything")
+    assert sorted(os.listdir(tmp_path)) == ["0000_Foo.dot", "0001_Anything.dot"]
+
+
+def test_a_session_writes_the_final_checkpoint(tmp_path, monkeypatch, no_graphviz):
+    monkeypatch.setenv("POPART_DOT_CHECKS", "")
+    ir = popxl.Ir()
+    with ir.main_graph:
+        x = ops.host_load(popxl.h2d_stream((2,), popxl.float32, "x"))
+        ops.host_store(popxl.d2h_stream((2,), popxl.float32, "y"), ops.relu(x))
+    options = ir._pb_ir.getSessionOptions()
+    options.logDir = str(tmp_path)
+    popxl.Session(ir, "cpu")
+    assert os.listdir(tmp_path) == []  # no check enabled
+    options.dotChecks = {"FINAL"}
+    popxl.Session(ir, "cpu")
+    assert os.listdir(tmp_path) == ["0000_Final.dot"]
+    assert (tmp_path / "0000_Final.dot").read_text() == to_dot(ir)
 
 
 def test_all_enables_every_check(tmp_path, monkeypatch, no_graphviz):
@@ -326,19 +369,21 @@ def test_each_ir_numbers_its_own_files(tmp_path, monkeypatch, no_graphviz):
     assert os.listdir(tmp_path / "a") == os.listdir(tmp_path / "b") == ["0000_FINAL.dot"]
 
 
-def test_the_directory_is_save_dir_then_popart_log_dir_then_cwd(tmp_path, monkeypatch,
-                                                                 no_graphviz):
+def test_the_directory_is_log_dir_then_popart_log_dir_then_cwd(tmp_path, monkeypatch,
+                                                                no_graphviz):
     ir = popxl.Ir()
     monkeypatch.setenv("POPART_DOT_CHECKS", "FINAL")
     monkeypatch.setenv("POPART_LOG_DIR", str(tmp_path / "log"))
     monkeypatch.chdir(tmp_path)
-    write_dot_checkpoint(ir, "FINAL", str(tmp_path / "given"))
     write_dot_checkpoint(ir, "FINAL")
     monkeypatch.delenv("POPART_LOG_DIR")
-    assert write_dot_checkpoint(ir, "FINAL") == [os.path.join(".", "0002_FINAL.dot")]
-    assert os.listdir(tmp_path / "given") == ["0000_FINAL.dot"]
-    assert os.listdir(tmp_path / "log") == ["0001_FINAL.dot"]
-    assert (tmp_path / "0002_FINAL.dot").exists()
+    assert write_dot_checkpoint(ir, "FINAL") == [os.path.join(".", "0001_FINAL.dot")]
+    write_dot_checkpoint(ir, "FINAL", str(tmp_path / "given"))  # save_dir: the Ir's logDir
+    assert ir._pb_ir.getSessionOptions().logDir == str(tmp_path / "given")
+    write_dot_checkpoint(ir, "FINAL")  # every later checkpoint goes there too
+    assert os.listdir(tmp_path / "log") == ["0000_FINAL.dot"]
+    assert (tmp_path / "0001_FINAL.dot").exists()
+    assert sorted(os.listdir(tmp_path / "given")) == ["0002_FINAL.dot", "0003_FINAL.dot"]
 
 
 def _fake_dot(tmp_path, body: str) -> str:

@@ -127,12 +127,11 @@ def session_run():
 
 
 run, pattern = {"runtime": (runtime_run, "/ipuxl-executables/*.bin"),
-                "session": (session_run, "/*-cache")}[which]
+                "session": (session_run, "/*.ipuxl-engine")}[which]
 first, _ = run()
 assert first.tobytes() == want.tobytes()
 (entry,) = glob.glob(cache + pattern)
-key = os.path.basename(entry)[:-len("-cache")] if which == "session" else (
-    os.path.basename(entry))
+key = os.path.basename(entry)
 good = open(entry, "rb").read()
 unseal(key, good)
 start = len(MAGIC) + 32 + 4  # the key's first byte
@@ -160,8 +159,7 @@ print("ok", len(positions))
 def test_crash_damaged_cache_entries_are_dropped_and_compiled_again(tmp_path, doubling,
                                                                     which):
     """``runtime``: the runtime's ``ipuxl-executables`` entry (``cache_dir=``);
-    ``session``: JAX's persistent-cache entry of a ``popxl.Session``
-    (``POPXL_CACHE_DIR``)."""
+    ``session``: the engine cache entry of a ``popxl.Session`` (``POPXL_CACHE_DIR``)."""
     (tmp_path / "double.ipuxl").write_bytes(doubling.read_bytes())
     assert _child(FLIP_CHILD, str(tmp_path), which).split() == ["ok", "16"]
 

@@ -79,10 +79,11 @@ def test_eq_with_a_non_ir_raises_type_error(other):
 def test_irs_are_cached_weakly_by_id():
     ir = popxl.Ir()
     ir_id = ir.id
-    assert Ir._cache[ir_id] is ir
+    assert Ir._ir_cache[ir_id] is ir
+    assert Ir._from_pb(ir._pb_ir) is ir  # the view does not keep the Ir alive
     del ir
     gc.collect()
-    assert ir_id not in Ir._cache
+    assert ir_id not in Ir._ir_cache
 
 
 def test_creating_an_ir_pushes_no_graph():
@@ -241,22 +242,44 @@ def test_remote_buffer_entries_must_be_positive():
 def test_remote_buffer_type_is_read_only_but_settable_through_info():
     with popxl.Ir().main_graph:
         buffer = popxl.remote_buffer((2,), popxl.float32)
-    with pytest.raises(AttributeError):
+    # Python 3.10's message for a property without a setter, as PopXL's tests expect.
+    with pytest.raises(AttributeError) as info:
         buffer.tensor_shape = (3,)
-    with pytest.raises(AttributeError):
+    assert info.value.args[0] == "can't set attribute 'tensor_shape'"
+    with pytest.raises(AttributeError) as info:
         buffer.tensor_dtype = popxl.int32
+    assert info.value.args[0] == "can't set attribute 'tensor_dtype'"
     buffer.meta_shape = (4,)
     buffer.set_remote_buffer_info(popxl.int32, (5,), 2)
     assert (buffer.tensor_dtype, buffer.tensor_shape, buffer.entries) == (popxl.int32, (5,), 2)
 
 
-def test_validate_tensor_matches_buffer():
+def test_a_remote_buffer_keeps_popxl_current_ir_handle():
+    ir = popxl.Ir()
+    with ir.main_graph:
+        first = popxl.RemoteBuffer((2,), popxl.float32, 1)
+        second = popxl.remote_buffer((2,), popxl.float32)
+    assert first._current_ir is second._current_ir is ir._pb_ir
+
+
+def test_validate_tensor_matches_buffer_compares_the_shape_or_for_shards_the_meta_shape():
     with popxl.Ir().main_graph:
         buffer = popxl.remote_buffer((2,), popxl.float32)
+        buffer.meta_shape = (4,)
         good = popxl.variable(np.zeros(2, np.float32), name="good")
-        sharded = popxl.variable(np.zeros(4, np.float32), name="sharded")
+        whole = popxl.variable(np.zeros(4, np.float32), name="whole")
         bad = popxl.variable(np.zeros(3, np.float32), name="bad")
+        ints = popxl.variable(np.zeros(2, np.int32), name="ints")
     buffer.validate_tensor_matches_buffer(good)
-    buffer.validate_tensor_matches_buffer(sharded, num_shards=2)
-    with pytest.raises(ValueError, match="Tensor bad does not match buffer"):
+    buffer.validate_tensor_matches_buffer(whole, num_shards=2)
+    with pytest.raises(ValueError, match=(
+            r"^Tensor bad does not match buffer\. The buffer holds tensors of "
+            r"popxl.dtypes.float32 \(2,\); the tensor is popxl.dtypes.float32 \(3,\)\. Use a "
+            "buffer of the tensor's shape and dtype")):
         buffer.validate_tensor_matches_buffer(bad)
+    with pytest.raises(ValueError, match=(
+            r"^Tensor good does not match buffer\. The buffer holds shards of a value of "
+            r"popxl.dtypes.float32 \(4,\); the tensor is popxl.dtypes.float32 \(2,\)")):
+        buffer.validate_tensor_matches_buffer(good, num_shards=2)
+    with pytest.raises(ValueError, match=r"the tensor is popxl.dtypes.int32 \(2,\)"):
+        buffer.validate_tensor_matches_buffer(ints)

@@ -14,7 +14,6 @@ import sys
 import threading
 import time
 
-import jax
 import numpy as np
 import pytest
 
@@ -23,7 +22,7 @@ import ipuxl.ops as ops
 from ipuxl import logs, popart
 from ipuxl import session as session_module
 from ipuxl.progress import Progress
-from ipuxl.session_options import DEFAULTS, SessionOptions
+from ipuxl.session_options import DEFAULTS, SessionOptions, VirtualGraphMode
 
 _LOGGERS = ("popart", "popart.session", "popart.ir", "popxl")
 _unique = itertools.count()
@@ -92,6 +91,24 @@ def test_environment_variables_set_each_tree():
     assert logging.getLogger("popart").level == logs.TRACE
     assert sum(isinstance(h, logs._StderrHandler)
                for h in logging.getLogger("popart").handlers) == 1
+
+
+def test_popart_defaults_are_warn_on_stderr():
+    code = ("import logging, ipuxl; log = logging.getLogger('popart.session'); "
+            "log.info('hidden'); log.warning('shown'); print(logging.getLogger('popart').level)")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("POPART_LOG_LEVEL", "POPART_LOG_DEST", "POPART_LOG_CONFIG")}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [str(logging.WARNING)]
+    assert done.stderr.splitlines() == ["[popart.session] [warn] shown"]
+
+
+def test_popart_warnings_reach_stderr_beside_other_handlers(capfd, caplog):
+    logging.getLogger("popart").warning("a PopART warning")  # caplog's handler is on root
+    assert capfd.readouterr().err == "[popart] [warn] a PopART warning\n"
+    assert [r.getMessage() for r in caplog.records] == ["a PopART warning"]
 
 
 def test_no_variables_change_nothing():
@@ -300,19 +317,14 @@ def test_num_io_tiles_reaches_the_ipu_model():
         popxl.Session(ir, device)
 
 
-def test_engine_caching_uses_the_persistent_cache(tmp_path, restore_jax_cache_config):
-    cache = str(tmp_path / "cache")
-    ir, _ = program(fresh_value())
-    ir._pb_ir.getSessionOptions().cachePath = cache
-    popxl.Session(ir, "cpu")
-    assert jax.config.jax_compilation_cache_dir != cache  # engine caching is off
-    ir, _ = program(fresh_value())
-    options = ir._pb_ir.getSessionOptions()
-    options.enableEngineCaching = True
-    options.cachePath = cache
-    popxl.Session(ir, "cpu")
-    assert jax.config.jax_compilation_cache_dir == cache
-    assert any(p.name.startswith("jit_flat_step") for p in (tmp_path / "cache").iterdir())
+def test_virtual_graph_mode_has_popart_members_that_equal_their_names():
+    assert [m.name for m in VirtualGraphMode] == [
+        "Off", "Manual", "Auto", "ExecutionPhases", "N"]
+    options = SessionOptions()
+    assert options.virtualGraphMode == VirtualGraphMode.Off == "Off"
+    options.virtualGraphMode = VirtualGraphMode.Manual
+    assert options.virtualGraphMode == "Manual"
+    assert repr(options) == "SessionOptions(virtualGraphMode=<VirtualGraphMode.Manual: 'Manual'>)"
 
 
 # ----------------------------------------------------------------------------- progress

@@ -183,7 +183,10 @@ def test_torch_table_is_filled_from_torch_when_torch_is_importable(monkeypatch):
         table = dtypes._PT_TO_POPXL
     finally:
         dtypes._torch_to_popxl.cache_clear()
-    assert table == {getattr(fake_torch, name): getattr(dtypes, name) for name in names}
+    # PopXL's table: bfloat16, an ipuxl extension with no numpy equivalent, is left out
+    # (as_dtype still converts torch.bfloat16 by name).
+    assert table == {getattr(fake_torch, name): getattr(dtypes, name) for name in names
+                     if name != "bfloat16"}
 
 
 def test_dtypes_module_still_refuses_unknown_names():

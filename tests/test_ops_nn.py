@@ -31,6 +31,24 @@ def test_number_loss_grad_becomes_a_float32_constant_of_the_current_graph():
         popxl.float16, (), popxl.float16, (2, 3))
 
 
+def test_softmax_grad_labels_of_another_type_build_but_do_not_lower():
+    # PopART's NlllWithSoftmaxGradDirectOp checks its labels only when it one-hot encodes
+    # them; nll_loss (NllOp) refuses them when it is built.
+    ir = popxl.Ir()
+    with ir.main_graph:
+        probs = popxl.variable(np.full((2, 3), 1 / 3, np.float32))
+        labels = popxl.variable(np.zeros(2, np.float32))
+        loss, dx = ops.nll_loss_with_softmax_grad(probs, labels, ignore_index=5)
+        with pytest.raises(TypeError, match="nll_loss: the labels .* must be int32 or uint32"):
+            ops.nll_loss(probs, labels)
+    assert ((loss.shape, loss.dtype), (dx.shape, dx.dtype)) == (
+        ((), popxl.float32), ((2, 3), popxl.float32))
+    assert [op.name for op in ir.main_graph.ops] == ["nll_loss_with_softmax_grad"]
+    with pytest.raises(TypeError, match=r"^nll_loss_with_softmax_grad: the labels must be "
+                                        r"int32 or uint32 to be one-hot encoded, got float32\. "):
+        popxl.Session(ir, "cpu")
+
+
 def test_float16_probs_with_the_float32_loss_grad_run():
     p = np.array([[0.5, 0.25, 0.25], [0.125, 0.75, 0.125]], np.float16)
     ir = popxl.Ir()

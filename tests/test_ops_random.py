@@ -373,15 +373,23 @@ def test_draws_must_be_float(dtype):
             ops.random_normal(seed, (2,), dtype=dtype)
 
 
-@pytest.mark.parametrize("op", ["dropout", "shaped_dropout"])
-def test_dropout_needs_a_float_tensor(op):
+def test_shaped_dropout_needs_a_float_tensor():
     with popxl.Ir().main_graph:
         seed, x = seed_variable(), popxl.variable(np.ones((4,), np.int32))
-        with pytest.raises(popart_exception, match=f"{op} does not support dtype int32"):
-            if op == "dropout":
-                ops.dropout(x, seed, 0.5)
-            else:
-                ops.shaped_dropout(x, seed, (4,), 0.5)
+        with pytest.raises(popart_exception, match="shaped_dropout does not support dtype int32"):
+            ops.shaped_dropout(x, seed, (4,), 0.5)
+
+
+def test_dropout_of_integers_is_built_and_refused_when_compiled():
+    # PopXL builds dropout of any dtype; the device cannot compile it for integers.
+    ir = popxl.Ir()
+    with ir.main_graph:
+        seed, x = seed_variable(), popxl.variable(np.ones((4,), np.int32))
+        y = ops.dropout(x, seed, 0.5)
+    assert y.dtype == popxl.int32
+    with pytest.raises(popart_exception, match="^dropout does not support dtype int32: it "
+                                               "needs a floating point tensor"):
+        popxl.Session(ir, "ipu_model")
 
 
 @pytest.mark.parametrize("n", [0, -1, 1.5, True])

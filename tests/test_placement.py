@@ -28,7 +28,8 @@ def test_ipu_copy_needs_a_source_for_an_unplaced_tensor():
     ir = popxl.Ir()
     with ir.main_graph:
         w = popxl.variable(np.zeros(2, np.float32), name="w")
-        with pytest.raises(ValueError, match="Could not infer the ipu for Tensor to be copied"):
+        with pytest.raises(ValueError, match=r"^Could not infer the ipu for Tensor to be copied "
+                           r"`w`: .* Please specify `source` when copying this tensor"):
             ops.ipu_copy(w, 1)
         assert ops.ipu_copy(w, 1, source=0).ipu == 1
         with pytest.raises(TypeError, match="The input `t` is not a Tensor"):

@@ -26,8 +26,8 @@ def _op_names(graph):
 
 # ---------------------------------------------------------------- IoComputeTileCopy
 def _io_load_then_compute(explicit: bool):
-    """x loaded on the IO tiles, then relu(x) + x on the compute tiles; the copy to the
-    compute tiles written by hand (explicit) or left to the rule."""
+    """x loaded on the IO tiles, then relu(x) * exp(x) on the compute tiles; the copy to
+    the compute tiles written by hand (explicit) or left to the rule."""
     ir = popxl.Ir()
     with ir.main_graph:
         x = popxl.h2d_stream((4,), popxl.float32, "x")
@@ -35,7 +35,7 @@ def _io_load_then_compute(explicit: bool):
             loaded = ops.host_load(x)
         if explicit:
             loaded = ops.io_tile_copy(loaded)
-        total = ops.relu(loaded) + loaded
+        total = ops.relu(loaded) * ops.exp(loaded)
         y = popxl.d2h_stream((4,), popxl.float32, "y")
         ops.host_store(y, total)
     return ir, x, y
@@ -44,16 +44,29 @@ def _io_load_then_compute(explicit: bool):
 def test_an_io_tile_tensor_used_on_compute_tiles_is_copied_once():
     ir, x, y = _io_load_then_compute(explicit=False)
     graph = ir.main_graph
-    assert _op_names(graph) == ["host_load", "io_tile_copy", "relu", "add", "host_store"]
-    copy = graph.ops[1]
+    names = _op_names(graph)
+    load = names.index("host_load")  # after the init of its buffer, as in PopXL
+    assert names[load:] == ["host_load", "io_tile_copy", "relu", "exp", "mul", "host_store"]
+    copy, relu, exp = graph.ops[load + 1:load + 4]
     assert (copy.tile_set, copy.outputs[0].name) == ("compute", "x_hostload_fioc")
-    # relu and add both read the one copy (PopART reuses a tensor's copy).
-    assert graph.ops[2].inputs == copy.outputs
-    assert graph.ops[3].inputs[1] is copy.outputs[0]
+    # relu and exp both read the one copy (PopART reuses a tensor's copy).
+    assert relu.inputs == exp.inputs == copy.outputs
     data = np.float32([1, -2, 3, -4])
     with popxl.Session(ir, "cpu") as session:
         out = session.run({x: data})[y]
-    np.testing.assert_array_equal(out, np.maximum(data, 0) + data)
+    np.testing.assert_allclose(out, np.maximum(data, 0) * np.exp(data), rtol=1e-6)
+
+
+def test_inputs_made_on_two_tile_sets_are_refused():
+    # PopXL's rule: the inputs of one op share a tile set; PopART copies them only as a
+    # whole to the op's.
+    with popxl.Ir().main_graph:
+        a = popxl.constant(np.float32([1])) + 0
+        with popxl.io_tiles():
+            b = popxl.constant(np.float32([1])) + 0
+            with pytest.raises(ValueError, match=r"`add_out` and `add_out__t\d` are located on "
+                                                 r"different tile sets: compute != io"):
+                ops.add(a, b)
 
 
 def test_the_inserted_copy_is_costed_as_the_explicit_one():
@@ -317,20 +330,74 @@ def test_a_remote_variable_is_checked_against_its_buffer_where_it_is_used():
         ops.host_store(popxl.d2h_stream((2,), popxl.float32, "out"), ops.remote_load(buffer, 0))
     with pytest.raises(ValueError, match=(
             r"^Tensor v does not match buffer: the tensor is popxl.dtypes.float32 \(3,\), the "
-            r"buffer holds popxl.dtypes.float32 \(2,\)\. Use a buffer of the tensor's shape")):
+            r"buffer holds popxl.dtypes.float32 \(2,\)\. Use a buffer of the variable's dtype "
+            "and number of elements")):
         popxl.Session(ir, "cpu")
 
 
-def test_a_remote_sharded_variable_is_checked_per_shard_at_session_build():
+def test_a_remote_sharded_variable_whose_shard_overflows_its_slot_is_refused():
     ir = popxl.Ir(replication=2)
     with ir.main_graph:
-        buffer = popxl.remote_buffer((4,), popxl.float32)
+        buffer = popxl.remote_buffer((2,), popxl.float32)
         popxl.remote_replica_sharded_variable(np.zeros(6, np.float32), buffer, name="s")
-        ops.host_store(popxl.d2h_stream((4,), popxl.float32, "out"), ops.remote_load(buffer, 0))
+        ops.host_store(popxl.d2h_stream((2,), popxl.float32, "out"), ops.remote_load(buffer, 0))
     with pytest.raises(ValueError, match=(
             r"^Tensor s does not match buffer: the tensor is popxl.dtypes.float32 \(3,\) "
-            r"\(one of 2 shards\), the buffer holds popxl.dtypes.float32 \(4,\)")):
+            r"\(one of 2 shards\), the buffer holds popxl.dtypes.float32 \(2,\)\. Use a buffer "
+            r"of the variable's dtype whose slots hold a shard")):
         popxl.Session(ir, "ipu_model")
+
+
+def test_a_remote_value_is_stored_element_for_element_in_a_slot_of_another_shape():
+    # PopXL compares neither: a (1, 1) value in (1,) slots; each replica loads (1,).
+    ir = popxl.Ir(replication=2)
+    with ir.main_graph:
+        buffer = popxl.RemoteBuffer((1,), popxl.int32, 2)
+        var = popxl.remote_variable(np.array([[7]], np.int32), buffer, 1, name="v")
+        out = popxl.d2h_stream((1,), popxl.int32, "out")
+        ops.host_store(out, ops.remote_load(buffer, 1))
+    assert var.shape == (1, 1)
+    with popxl.Session(ir, "ipu_model") as session:
+        np.testing.assert_array_equal(session.run()[out], [[7], [7]])
+        np.testing.assert_array_equal(session.get_tensor_data(var), [[7]])
+        session.write_variable_data(var, np.array([[9]], np.int32))
+        np.testing.assert_array_equal(session.run()[out], [[9], [9]])
+
+
+def test_a_shard_fills_the_start_of_a_larger_slot_and_reads_back_whole():
+    # A buffer of the full shape holds 1-element shards of a 2-element value: the rest of
+    # each replica's slot is padding.
+    ir = popxl.Ir(replication=2)
+    with ir.main_graph:
+        buffer = popxl.RemoteBuffer((2,), popxl.float32, 1)
+        var = popxl.remote_replica_sharded_variable(np.array([1, 2], np.float32), buffer, 0,
+                                                    name="s")
+        out = popxl.d2h_stream((2,), popxl.float32, "out")
+        ops.host_store(out, ops.remote_load(buffer, 0))
+    with popxl.Session(ir, "ipu_model") as session:
+        np.testing.assert_array_equal(session.run()[out], [[1, 0], [2, 0]])
+        np.testing.assert_array_equal(session.get_tensor_data(var), [1, 2])
+        session.write_variable_data(var, np.array([3, 4], np.float32))
+        np.testing.assert_array_equal(session.run()[out], [[3, 0], [4, 0]])
+        np.testing.assert_array_equal(session.get_tensor_data(var), [3, 4])
+
+
+def test_a_variable_sharded_over_one_replica_keeps_its_whole_value_flat():
+    ir = popxl.Ir(replication=2)
+    data = np.arange(8, dtype=np.float32).reshape(2, 2, 2)
+    with ir.main_graph:
+        grouping = ir.replica_grouping(group_size=1)
+        buffer = popxl.RemoteBuffer((4,), popxl.float32, 1)
+        var = popxl.remote_replica_sharded_variable(data, buffer, replica_grouping=grouping,
+                                                    retrieval_mode="all_replicas")
+        loaded = ops.remote_load(buffer, 0)
+        whole = ops.collectives.replicated_all_gather(loaded, group=grouping)
+        out = popxl.d2h_stream((2, 2), popxl.float32, "out")
+        ops.host_store(out, whole)
+    assert (loaded.shape, loaded.meta_shape, whole.shape) == ((4,), (2, 2), (2, 2))
+    with popxl.Session(ir, "ipu_model") as session:
+        np.testing.assert_array_equal(session.run()[out], data)
+        np.testing.assert_array_equal(session.get_tensor_data(var), data)
 
 
 def test_a_grouped_remote_variable_matches_a_buffer_without_the_group_dimension():

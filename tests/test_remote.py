@@ -15,7 +15,9 @@ import pytest
 
 import ipuxl as popxl
 import ipuxl.ops as ops
+from ipuxl.popart._internal import ir as _ir
 from ipuxl.printing import format_ir
+from ipuxl.remote_buffer import check_slot_holds, into_slot, out_of_slot
 
 
 def test_slots_persist_across_runs_calls_loops_and_branches():
@@ -87,6 +89,39 @@ def test_remote_load_in_place_and_tensor_offsets():
         np.testing.assert_array_equal(session.get_tensor_data(target), [7, 8, 9])
         session.run({offset: np.int32(0)})
         np.testing.assert_array_equal(session.get_tensor_data(target), [0, 0, 0])
+
+
+def test_remote_ops_take_popart_inputs_and_a_load_fills_an_undefined_init():
+    """PopART's inputs: the tensor moved at 0 and the offset at 1; ``remote_load`` is an
+    ``init`` of ``<name>_remote_load`` then the load, giving ``<name>_remote_loaded``."""
+    ir = popxl.Ir()
+    with ir.main_graph:
+        buffer = popxl.remote_buffer((2, 3), popxl.float16, entries=4)
+        buffer.meta_shape = (4, 3)
+        t = popxl.variable(np.zeros((2, 3), np.float16), name="t")
+        index = popxl.constant(np.uint32(2), name="index")
+        named = ops.remote_load(buffer, 1, "x")
+        default = ops.remote_load(buffer, index)
+        in_place = ops.remote_load_(buffer, index, t)
+        ops.remote_store(buffer, 3, t)
+    init, load, default_init, default_load, load_, store = ir.main_graph.ops
+    assert [op.name for op in ir.main_graph.ops] == [
+        "init", "remote_load", "init", "remote_load", "remote_load_", "remote_store"]
+    assert (init.attrs["init_type"], init.outputs[0].id) == ("undef", "x_remote_load")
+    assert init.outputs[0].spec == popxl.TensorSpec((2, 3), popxl.float16, (4, 3))
+    assert load.inputs[0] is init.outputs[0] and load.inputs[1].id == "offset"
+    assert (named.id, named.spec) == ("x_remote_loaded", init.outputs[0].spec)
+    assert default_load.inputs == (default_init.outputs[0], index)
+    assert default_init.outputs[0].id == f"id_{buffer.remote_buffer_id}_offset_index_remote_load"
+    assert default.id == f"id_{buffer.remote_buffer_id}_offset_index_remote_loaded"
+    assert load_.inputs == (t, index) and load_.outputs == (in_place,)
+    assert store.inputs[0] is t and store.inputs[1].dtype == popxl.uint32
+    views = ir.main_graph._pb_graph.getOps()
+    assert isinstance(views[1], _ir.op.exchange.RemoteLoadOp)
+    assert views[1].inTensor(0).id == "x_remote_load" and views[1].inTensor(1).id == "offset"
+    assert views[4].inTensor(0).id == "t" and views[4].modifies(views[4].inTensor(0))
+    assert isinstance(views[5], _ir.op.exchange.RemoteStoreOp)
+    assert views[5].inTensor(0).id == "t"
 
 
 def test_leaving_and_entering_keeps_the_slots_and_a_write_changes_only_its_slot():
@@ -200,6 +235,51 @@ def test_the_names_are_exported_where_popxl_has_them():
         assert getattr(ops, name) is getattr(ops.remote, name)
 
 
+# ----------------------------------------------------------------------------- slot layout
+def test_values_go_flat_into_the_start_of_a_slot_and_come_back_out():
+    values = np.arange(6, dtype=np.int32).reshape(2, 1, 3)  # two replicas' (1, 3) values
+    slots = into_slot(values, 1, (2, 2))
+    np.testing.assert_array_equal(slots, [[[0, 1], [2, 0]], [[3, 4], [5, 0]]])
+    np.testing.assert_array_equal(out_of_slot(slots, 1, (1, 3)), values)
+    np.testing.assert_array_equal(into_slot(np.array([[7]]), 0, (1,)), [7])
+    np.testing.assert_array_equal(out_of_slot(np.array([7]), 0, (1, 1)), [[7]])
+    scalar = out_of_slot(into_slot(np.array(5.0), 0, ()), 0, ())  # a buffer of scalars
+    assert scalar.shape == () and scalar == 5.0
+
+
+def _remote(data, buffer_shape, dtype=popxl.float32, sharded=False):
+    ir = popxl.Ir(replication=2)
+    with ir.main_graph:
+        buffer = popxl.RemoteBuffer(buffer_shape, dtype, 1)
+        make = popxl.remote_replica_sharded_variable if sharded else popxl.remote_variable
+        return make(np.asarray(data, np.float32), buffer, 0, name="v")
+
+
+def test_a_slot_holds_a_value_of_its_size_and_dtype_or_a_shard_up_to_its_size():
+    check_slot_holds(_remote([[1.0]], (1,)))  # (1, 1) in (1,): same elements
+    check_slot_holds(_remote(np.zeros(4), (2, 2)))
+    check_slot_holds(_remote([1.0, 2.0], (2,), sharded=True))  # a 1-element chunk in 2
+    check_slot_holds(_remote(np.zeros(4), (2,), sharded=True))  # exactly a chunk
+
+
+@pytest.mark.parametrize("var, message", [
+    (lambda: _remote(np.zeros(3), (2,)),
+     r"^Tensor v does not match buffer: the tensor is popxl.dtypes.float32 \(3,\), the buffer "
+     r"holds popxl.dtypes.float32 \(2,\)\. Use a buffer of the variable's dtype and number "
+     r"of elements \(without the group dimension, for a grouped variable\)\.$"),
+    (lambda: _remote(np.zeros(1), (3,)), r"the tensor is popxl.dtypes.float32 \(1,\), "),
+    (lambda: _remote(np.zeros(2), (2,), dtype=popxl.float16),
+     r"float32 \(2,\), the buffer holds popxl.dtypes.float16 \(2,\)"),
+    (lambda: _remote(np.zeros(6), (2,), sharded=True),
+     r"^Tensor v does not match buffer: the tensor is popxl.dtypes.float32 \(3,\) \(one of 2 "
+     r"shards\), the buffer holds popxl.dtypes.float32 \(2,\)\. Use a buffer of the "
+     r"variable's dtype whose slots hold a shard \(`popxl.replica_sharded_buffer"),
+])
+def test_a_slot_that_cannot_hold_its_variable_is_refused(var, message):
+    with pytest.raises(ValueError, match=message):
+        check_slot_holds(var())
+
+
 # ----------------------------------------------------------------------------- errors
 def _another_ir() -> types.SimpleNamespace:
     """A buffer and a graph of another Ir."""
@@ -228,7 +308,7 @@ def _another_ir() -> types.SimpleNamespace:
     (lambda b, t, other: ops.remote_code_load(popxl.gcg(), "elsewhere"), ValueError,
      r"^Not a valid location"),
     (lambda b, t, other: ops.remote_code_load(popxl.gcg(), "executable"), ValueError,
-     r"cannot load its own code"),
+     r"^The remote_code_load op cannot load the code for the graph it resides in \(''\)"),
     (lambda b, t, other: ops.remote_code_load("graph", "executable"), TypeError,
      r"^remote_code_load loads the code of a Graph, got str"),
     (lambda b, t, other: ops.remote_code_load(other.graph, "executable"),
@@ -307,19 +387,20 @@ def test_text_form():  # remote ops, and the slots and shards of variables
           variable rv: f32[2] = [5., 6.] {remote=remote_buffer(1)[1]}
           variable rs: f32[3] = [0., 1., 2.] {remote=remote_buffer(2)[0], shard_over=2}
           variable w: f32[2] = [1., 1.] {shard=w_shard, shard_over=2}
-          variable w_shard: f32[1] = [[1.], [1.]] {replica_grouping=ReplicaGrouping(num_replicas=2, stride=1, group_size=1, num_groups=2)}
+          variable w_shard: f32[1] meta[2] = [[1.], [1.]] {replica_grouping=ReplicaGrouping(num_replicas=2, stride=1, group_size=1, num_groups=2)}
           variable t: f32[2] = [0., 0.]
           constant one: u32[] = 1
           constant offset: u32[] = 0
           %0 remote_code_load[graph=test_text_form.body_subgraph(0), destination='executable']()
           %1 call[graphs=(test_text_form.body_subgraph(0),), modified=()](one)
-          %2 remote_load_inplace_out: f32[2] meta[3] = remote_load_[remote_buffer=remote_buffer(2)](offset, t) {writes=t}
+          %2 remote_load_inplace_out: f32[2] meta[3] = remote_load_[remote_buffer=remote_buffer(2)](t, offset) {writes=t}
         }
 
         graph test_text_form.body_subgraph(0)(i: u32[]) {
           constant offset: u32[] = 0
-          %0 remote_load_out: f32[2] meta[3] = remote_load[remote_buffer=remote_buffer(2)](offset)
-          %1 remote_store[remote_buffer=remote_buffer(1)](i, remote_load_out)
+          %0 id_2_offset_offset_remote_load: f32[2] meta[3] = init[shape=(2,), dtype=f32, init_type='undef', meta_shape=(3,)]()
+          %1 id_2_offset_offset_remote_loaded: f32[2] meta[3] = remote_load[remote_buffer=remote_buffer(2)](id_2_offset_offset_remote_load, offset)
+          %2 remote_store[remote_buffer=remote_buffer(1)](id_2_offset_offset_remote_loaded, i)
           return ()
         }""")
     with popxl.Session(ir, "ipu_model") as session:  # the marker runs as nothing
@@ -353,6 +434,21 @@ def test_shards_repeat_within_a_group_and_are_padded():
     with popxl.Session(ir, "ipu_model") as session:
         np.testing.assert_array_equal(session.run()[out], [[1, 2], [3, 0], [1, 2], [3, 0]])
         np.testing.assert_array_equal(session.get_tensor_data(w), [1, 2, 3])
+
+
+@pytest.mark.parametrize("shard_over", [4, 2])
+def test_a_shard_carries_the_full_shape_so_a_gather_rebuilds_the_value(shard_over):
+    ir = popxl.Ir(replication=4)
+    data = np.arange(12, dtype=np.float32).reshape(3, 4)
+    with ir.main_graph:
+        w, shard = popxl.replica_sharded_variable(data, name="w", shard_over=shard_over)
+        group = ir.replica_grouping(group_size=shard_over)
+        whole = ops.collectives.replicated_all_gather(shard, group=group)  # "auto"
+        out = popxl.d2h_stream((3, 4), popxl.float32, name="out")
+        ops.host_store(out, whole)
+    assert (shard.shape, shard.meta_shape, whole.shape) == ((12 // shard_over,), (3, 4), (3, 4))
+    with popxl.Session(ir, "ipu_model") as session:
+        np.testing.assert_array_equal(session.run()[out], np.stack([data] * 4))
 
 
 def _run_sharded(mode: str) -> list:
@@ -486,3 +582,24 @@ def test_exchange_transforms_io_tiles_and_grouped_memmaps(tmp_path):
     np.testing.assert_array_equal(out[y], np.full((2, 2), 3.0))
     np.testing.assert_array_equal(out[z], [[1, 2], [3, 4]])
     np.testing.assert_array_equal(np.fromfile(path, np.float32), [1, 2, 3, 4])  # flushed
+
+
+def test_a_transfer_takes_its_data_and_offset_from_different_tile_sets():
+    # PopXL checks no tile sets for remote transfers (popxl-addons' overlapped IO stores
+    # compute-tile data at an offset loaded on the IO tiles), while an add refuses them.
+    ir = popxl.Ir()
+    with ir.main_graph:
+        buffer = popxl.remote_buffer((2,), popxl.float32, entries=2)
+        slot = popxl.h2d_stream((), popxl.int32, name="slot")
+        out = popxl.d2h_stream((2,), popxl.float32, name="out")
+        with popxl.io_tiles():
+            offset = ops.host_load(slot)
+            offset_as_float = ops.cast(offset, popxl.float32)
+        value = popxl.variable(np.array([1.0, 2.0], np.float32)) * 3.0
+        ops.remote_store(buffer, offset, value)
+        ops.host_store(out, ops.remote_load(buffer, offset) + 0.5)
+        with pytest.raises(ValueError, match="located on different tile sets: compute != io"):
+            ops.add(value, offset_as_float)
+    with popxl.Session(ir, "ipu_model") as session:
+        got = session.run({slot: np.int32(1)})[out]
+    np.testing.assert_array_equal(got, [3.5, 6.5])

@@ -253,10 +253,22 @@ def test_repeat_with_info_indices_are_the_loop_ops(setup):
         info = repeat_with_info(graph, 2, a, inputs_dict={graph.inputs[1]: a,
                                                           graph.inputs[2]: k})
     wrapper = info.called_graph
-    trip_count, keep_going, *user = info.inputs
-    assert user == [a, a, k]
-    assert (trip_count.dtype, keep_going.dtype) == (popxl.int32, popxl.bool)
+    # PopART's LoopOp: the trip count is an attribute; inputs 0 and 1 are unconnected,
+    # so the calling graph gains no tensor for them and the loop inputs start at 2.
+    assert info.inputs == (a, a, k)
+    assert ir.main_graph.tensors == (a, k, *info.outputs)
+    assert info._op.getTripCountValue() == 2
     assert info.parent_input(2) is a and info.parent_input(4) is k
+    for index in (0, 1, 5):
+        with pytest.raises(IndexError, match=rf"^The loop op has no parent tensor at input "
+                           rf"{index}: its inputs 0 and 1 \(the trip count and the "
+                           r"condition\) are unconnected and its loop inputs are 2 to 4"):
+            info.parent_input(index)
+    for counter, name in ((wrapper.inputs[0], "iteration counter"),
+                          (wrapper.inputs[1], "keep-going flag")):
+        with pytest.raises(ValueError, match=rf"^Tensor {counter.name} is the loop's {name}: "
+                           "no parent tensor is connected to it"):
+            info.graph_to_parent(counter)
     assert info.graph_to_parent_input_index(4) == 4
     assert info.parent_to_graph_input_index(2) == 2
     assert info.graph_to_parent_output_index(1) == 0

@@ -194,11 +194,43 @@ def test_partials_type_and_proportion_hints_reach_the_model():
 
 def test_host_transfer_cycles_follow_the_link_model():
     report = ipuxl.sim.estimate(mlp_ir(256))
-    load = report.steps[0]
+    load = report.steps[1]  # after the init of its destination
     t = report.target
     assert load.op.name == "host_load"
     assert load.cost.host == math.ceil(256 * 256 * 4 / 7e9 * t.tileClockFrequency)
     assert load.cost.sync == t.hostSyncCycles + 0
+
+
+def test_a_load_fills_its_destination_init_which_has_no_program():
+    """An undefined init allocates the destination (no cycles, no code); the host or
+    remote load's output is that memory, and the init does not split a run of host
+    copies (one host sync for both loads)."""
+    ir = popxl.Ir()
+    with ir.main_graph:
+        buffer = popxl.remote_buffer((4096,), popxl.float32, 2)
+        a = ops.host_load(popxl.h2d_stream((4096,), popxl.float32, "a"))
+        b = ops.host_load(popxl.h2d_stream((4096,), popxl.float32, "b"))
+        r = ops.remote_load(buffer, 0, "r")
+        ops.host_store(popxl.d2h_stream((4096,), popxl.float32, "y"), a + b + r)
+    target = four_tiles()
+    report = ipuxl.sim.estimate(ir, target)
+    steps = report.steps
+    assert [s.op.name for s in steps[:6]] == ["init", "host_load"] * 2 + ["init", "remote_load"]
+    layout = linear_map(4096, 4, 4, 0)
+    for init in steps[0:6:2]:
+        assert init.cost.kind == "allocation" and init.cost.cycles == 0
+        assert init.cost.tiles == (0, 0) and init.cost.outputs == [layout]
+    assert steps[1].cost.sync == target.hostSyncCycles and steps[3].cost.sync == 0
+    assert steps[1].cost.host == math.ceil(4096 * 4 / target.hostBandwidth
+                                           * target.tileClockFrequency)
+    assert steps[5].cost.offchip_bytes == 4096 * 4
+    assert [s.cost.outputs for s in steps[1:6:2]] == [[None]] * 3
+    records = {t.name: t for t in report.tensors}
+    assert records["a_init"].map == layout and records["a_hostload"].alias_of == "a_init"
+    assert records["r_remote_loaded"].alias_of == "r_remote_load"
+    # The destination lives from its init to the last read of the loaded tensor.
+    first_add = next(i for i, s in enumerate(steps) if s.op.name == "add")
+    assert records["a_init"].live == (0, first_add)
 
 
 def test_repeat_multiplies_cycles_not_memory():
@@ -233,7 +265,8 @@ def test_inplace_and_views_allocate_nothing():
     assert int(inplace.not_always_live.sum()) < mib4 * 1.01
     assert int(copies.not_always_live.sum()) >= 2 * mib4
     aliases = [t for t in inplace.tensors if t.alias_of is not None]
-    assert {t.alias_of for t in aliases} == {"x_hostload"} and all(t.bytes == 0 for t in aliases)
+    # The loaded tensor and its views are the memory of the load's destination.
+    assert {t.alias_of for t in aliases} == {"x_init"} and all(t.bytes == 0 for t in aliases)
 
 
 def test_tensors_die_after_their_last_use():
@@ -245,9 +278,10 @@ def test_tensors_die_after_their_last_use():
         ops.host_store(popxl.d2h_stream((4096,), popxl.float32), c)
     report = ipuxl.sim.estimate(ir, four_tiles())
     live = {t.name: t.live for t in report.tensors if not t.always_live}
-    assert live["a_hostload"] == (0, 1) and live["exp_out"] == (1, 2)
+    # a's memory is its destination's, allocated by the init at step 0.
+    assert live["a_init"] == (0, 2) and live["exp_out"] == (2, 3)
     rows = report.liveness()
-    assert [r["notAlwaysLive"] for r in rows] == [16384, 32768, 32768, 16384]
+    assert [r["notAlwaysLive"] for r in rows] == [16384, 16384, 32768, 32768, 16384]
 
 
 @pytest.mark.parametrize("build", ["mlp", "call"])
@@ -284,7 +318,7 @@ def test_call_adds_the_callee_peak_and_input_copies():
     # x, its by-value copy, the callee's two exps at its peak, and the call's output.
     assert call_row["notAlwaysLive"] == 16384 * 5
     names = {t.name for t in report.live_tensors(0)}
-    assert {"x_hostload", "call input copies"} <= names
+    assert {"x_init", "call input copies"} <= names  # x_hostload is x_init's memory
 
 
 def test_conditional_takes_the_larger_branch():
@@ -364,7 +398,7 @@ def test_io_tiles_hold_io_tile_tensors():
         ops.host_store(popxl.d2h_stream((4096,), popxl.float32), ops.exp(y))
     report = ipuxl.sim.estimate(ir, target)
     maps = {t.name: t.map for t in report.tensors if t.map is not None}
-    assert maps["x_hostload"].start == 3 and maps["x_hostload"].num_tiles == 1
+    assert maps["x_init"].start == 3 and maps["x_init"].num_tiles == 1  # x's destination
     assert maps["exp_out"].stop <= 3
 
 
@@ -521,7 +555,7 @@ def test_thousand_op_report_structure():
         "replicationFactor", "memory", "tensors", "liveness", "cycles", "oom", "notModelled",
         "warnings"])
     n_ops = len(ir.main_graph.ops)
-    assert n_ops == 2 + 333 * 3
+    assert n_ops == 3 + 333 * 3  # init, host_load, host_store and 3 ops per layer
     assert len(data["liveness"]) == len(data["cycles"]["steps"]) == n_ops
     assert [s["step"] for s in data["cycles"]["steps"]] == list(range(n_ops))
     assert len(data["memory"]["byTile"]) == 1472
@@ -605,7 +639,7 @@ def test_expanded_liveness_goes_into_loop_bodies():
     report = ipuxl.sim.estimate(ir, four_tiles())
     rows = report.expanded_liveness()
     names = [name for name, _ in rows]
-    assert names[0] == "host_load -> x_hostload" and names[-1].startswith("host_store")
+    assert names[0] == "init -> x_init" and names[-1].startswith("host_store")
     inner = [n for n in names if "exp" in n]
     assert len(inner) == 2 and all("/" in n for n in inner)  # one iteration of the body
     # The largest row is the peak the walk found over all tiles' sums at the repeat step.

@@ -4,6 +4,7 @@ import pytest
 
 import ipuxl as popxl
 import ipuxl.ops as ops
+from ipuxl.popart._internal import ir as _ir
 
 
 @pytest.mark.parametrize("factory", [popxl.h2d_stream, popxl.d2h_stream])
@@ -95,8 +96,34 @@ def test_host_load_and_store_in_any_graph():
         named = ops.host_load(h, "named")
     assert loaded.id == "graph_subgraph(0)/x_hostload" and loaded.spec == h.spec
     assert named.id == "named_hostload"
-    assert [op.name for op in body.ops] == ["host_load", "host_store"]
-    assert body.ops[1].outputs == ()
+    assert [op.name for op in body.ops] == ["init", "host_load", "host_store"]
+    assert body.ops[2].outputs == ()
+
+
+def test_host_load_fills_an_undefined_init_named_after_the_load():
+    """PopXL's structure: ``init`` (undefined contents) of ``<name>_init``, then the
+    ``host_load`` op taking it as input 0, on the same tile set."""
+    ir = popxl.Ir()
+    with ir.main_graph:
+        h = popxl.h2d_stream((2, 3), popxl.float16, name="s")
+        with popxl.io_tiles():
+            named = ops.host_load(h, "x")
+        default = ops.host_load(h)
+    init, load, default_init, default_load = ir.main_graph.ops
+    assert [op.name for op in ir.main_graph.ops] == ["init", "host_load"] * 2
+    assert (init.attrs["init_type"], init.outputs[0].id) == ("undef", "x_init")
+    assert init.outputs[0].spec == h.spec
+    assert load.inputs == init.outputs and load.outputs == (named,)
+    assert (named.id, named.spec) == ("x_hostload", h.spec)
+    assert init.tile_set == load.tile_set == "io"
+    assert (default_init.outputs[0].id, default.id) == ("s_init", "s_hostload")
+    assert default_load.inputs == default_init.outputs
+    assert [t.id for t in ir.main_graph.tensors] == [
+        "s", "x_init", "x_hostload", "s_init", "s_hostload"]
+    views = ir.main_graph._pb_graph.getOps()
+    assert isinstance(views[0], _ir.op.InitOp)
+    assert isinstance(views[1], _ir.op.exchange.HostLoadOp)
+    assert views[1].inTensor(0).id == "x_init" and views[1].outTensor(0).id == "x_hostload"
 
 
 def test_host_store_checks_dtype_and_shape():

@@ -112,6 +112,17 @@ def test_torch_tensors_are_detached():
     assert result.tolist() == [1.0, 2.0]
 
 
+def test_a_torch_bfloat16_tensor_is_read_through_its_bits():
+    torch = pytest.importorskip("torch")
+    tensor = torch.tensor([[1.5, -2.0], [0.0078125, 3e38]], dtype=torch.bfloat16)
+    result = to_numpy(tensor, copy=False)
+    assert result.dtype == ml_dtypes.bfloat16
+    np.testing.assert_array_equal(result.astype(np.float32), tensor.float().numpy())
+    tensor[0, 0] = 4.0  # the same memory
+    assert result[0, 0] == 4.0
+    assert to_numpy(tensor, dtypes.float32).tolist() == tensor.float().tolist()
+
+
 def test_zero_d_scalars_keep_their_shape():
     assert to_numpy(np.float64(2.5)).shape == ()
     assert to_numpy(3, dtypes.uint16).dtype == np.uint16
@@ -132,17 +143,20 @@ def test_valid_memmap_is_returned_without_copy(memmap):
     data = memmap(np.float32)
     assert to_numpy(data) is data
     assert to_numpy(data, dtypes.float32, copy=True) is data
-    wide = memmap(np.int64)
-    assert to_numpy(wide, downcast=False) is wide
-    assert to_numpy(wide, dtypes.int64) is wide  # explicit dtype: nothing to downcast
 
-
+# PopXL's rules for a memmap (used as it is, never copied): the requested dtype, the
+# layout, and no 64-bit data (PopXL holds only 32-bit values of those), whatever
+# `downcast` and `dtype` say.
 @pytest.mark.parametrize(
     "make_args, kwargs, match",
     [
-        ((np.float32,), {"dtype": dtypes.float16}, "The memmap has dtype float32 but dtype"),
-        ((np.int64,), {}, "The memmap has dtype int64, which would be downcast to int32"),
-        ((np.float64,), {}, "which would be downcast to float32"),
+        ((np.float32,), {"dtype": dtypes.float16},
+         "the `dtype` parameter must be None or the same as the array's dtype: got "
+         "dtype=popxl.dtypes.float16 for a memmap of float32"),
+        ((np.int64,), {}, "requires downcasting the memmap's int64 data to int32"),
+        ((np.int64,), {"downcast": False}, "requires downcasting the memmap's int64 data"),
+        ((np.int64,), {"dtype": dtypes.int64}, "requires downcasting the memmap's int64"),
+        ((np.float64,), {}, "requires downcasting the memmap's float64 data to float32"),
     ],
 )
 def test_memmap_errors(memmap, make_args, kwargs, match):
@@ -151,12 +165,12 @@ def test_memmap_errors(memmap, make_args, kwargs, match):
 
 
 def test_non_contiguous_memmap_is_refused(memmap):
-    with pytest.raises(ValueError, match="The memmap must be C-contiguous and aligned"):
+    with pytest.raises(ValueError, match="it must already be in C-ordered and aligned form"):
         to_numpy(memmap(np.float32)[:, ::2])
 
 
 def test_memmap_rules_come_before_argument_checks(memmap):
-    with pytest.raises(ValueError, match="The memmap has dtype"):
+    with pytest.raises(ValueError, match="the `dtype` parameter must be None"):
         to_numpy(memmap(np.float32), dtypes.int32, log2_scale=1)
 
 

@@ -337,13 +337,39 @@ def test_adamax_needs_a_time_step():
             var_updates.adamax_updater(m, v, time_step=scalar(0), beta1=None)
 
 
-def test_adam_var_update_needs_a_learning_rate():
-    with popxl.Ir().main_graph:
+@pytest.mark.parametrize("max_weight_norm", [None, 1.0, "tensor"])
+def test_adam_var_update_without_a_learning_rate_builds_but_does_not_lower(max_weight_norm):
+    # PopXL builds the op with no learning rate; PopART cannot lower it.
+    ir = popxl.Ir()
+    with ir.main_graph:
         w, x = _moments()
-        with pytest.raises(ValueError, match="adam_var_update requires a learning_rate"):
-            var_updates.adam_var_update(w, x, scalar(1), scalar(1))
-        with pytest.raises(ValueError, match="adam_var_update requires a learning_rate"):
-            var_updates.adam_var_update(w, x, scalar(1), scalar(1), max_weight_norm=1.0)
+        limit = scalar(1.0) if max_weight_norm == "tensor" else max_weight_norm
+        out = var_updates.adam_var_update(w, x, scalar(1), scalar(1), None, limit)
+        assert out.shape == w.shape
+    assert [op.name for op in ir.main_graph.ops] == ["adam_var_update"]
+    with pytest.raises(popart_exception, match="adam_var_update has no learning rate: it was "
+                                               "built with learning_rate=None"):
+        popxl.Session(ir, "cpu")
+
+
+@pytest.mark.parametrize("updater, betas", [
+    (var_updates.adam_updater, {}), (var_updates.lamb_updater, {"beta1": 0.9}),
+])
+def test_weight_decay_is_checked_before_bias_correction(updater, betas):
+    # PopXL's order: without a weight, weight decay is refused first, even when the
+    # betas of the bias correction are missing too.
+    with popxl.Ir().main_graph:
+        m, v = _moments()
+        step = popxl.variable(np.float32(0))
+        with pytest.raises(ValueError, match="Weight decay requires weight to not be None."):
+            updater(m, v, time_step=step, weight_decay=0.1, **betas)
+
+
+def test_adamax_checks_weight_decay_before_the_time_step():
+    with popxl.Ir().main_graph:
+        m, v = _moments()
+        with pytest.raises(ValueError, match="Weight decay requires weight to not be None."):
+            var_updates.adamax_updater(m, v, weight_decay=scalar(0.1))
 
 
 @pytest.mark.parametrize("build, match", [
@@ -382,12 +408,6 @@ def test_shape_errors(build, match):
      "sparse_accumulate_ does not support dtype float32"),
     ((2, 3), np.array([[0, 1]], np.int32), {}, popart_exception,
      r"sparse_accumulate_: `indices` must be 1-D, got .* \(1, 2\)"),
-    ((3, 3), np.array([0, 1], np.int32), {}, popart_exception,
-     r"sparse_accumulate_ does not broadcast: X `.*` \(3, 3\) .* that is \(2, 3\)"),
-    ((5, 3), np.array([0, 1], np.int32), {"axis": 1}, popart_exception,
-     r"with axis 1 replaced by the number of indices \(2\), that is \(5, 2\)"),
-    ((2, 3), np.array([0, 1], np.int32), {"axis": 2}, ValueError,
-     "sparse_accumulate_: axis 2 is out of range for a tensor of rank 2"),
     ((2, 3), np.array([0, 1], np.int32), {"W": np.zeros((5, 3))}, TypeError,
      "The input `W` is not a Tensor"),
     ((2, 3), np.array([0, 1], np.int32), {"f": "vector"}, popart_exception,
@@ -401,6 +421,26 @@ def test_sparse_accumulate_errors(x_shape, indices, kwargs, error, match):
         with pytest.raises(error, match=match):
             var_updates.sparse_accumulate_(t, popxl.constant(np.zeros(x_shape, np.float32)),
                                            popxl.constant(indices), **kwargs)
+
+
+@pytest.mark.parametrize("x_shape, axis, match", [
+    ((3, 3), 0, r"sparse_accumulate_ does not broadcast: X \(3, 3\) .* that is \(2, 3\)"),
+    ((5, 3), 1, r"with axis 1 replaced by the number of indices \(2\), that is \(5, 2\)"),
+    ((2, 3), 2, r"sparse_accumulate_: axis 2 is out of range for the accumulator `t` of "
+                r"shape \(5, 3\) \(rank 2\)"),
+    ((2, 3), -3, "sparse_accumulate_: axis -3 is out of range"),
+])
+def test_sparse_accumulate_layout_is_checked_when_lowered(x_shape, axis, match):
+    # As in PopXL, the op builds with any axis and update shape (and reports the axis it
+    # was given); the Session, which lowers it, refuses it.
+    ir = popxl.Ir()
+    with ir.main_graph:
+        t = popxl.variable(np.zeros((5, 3), np.float32), name="t")
+        var_updates.sparse_accumulate_(t, popxl.constant(np.zeros(x_shape, np.float32)),
+                                       popxl.constant(np.array([0, 1], np.int32)), axis)
+    assert ir.main_graph._pb_graph.getOps()[0].getAxis() == axis
+    with pytest.raises(popart_exception, match=match):
+        popxl.Session(ir, "cpu")
 
 
 def test_sparse_accumulate_layout_tensor_must_be_in_the_graph():

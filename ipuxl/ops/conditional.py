@@ -199,27 +199,82 @@ class ConditionalSiteInfo:
     def _offset(self, then_branch: bool) -> int:
         return 1 if then_branch else 1 + len(self.called_graph[0].inputs)
 
+    def _layout(self) -> str:
+        """The op's input layout, for index errors."""
+        then_end = self._offset(False)
+        return (f"the conditional's inputs are cond (0), then_branch inputs [1, {then_end}) "
+                f"and else_branch inputs [{then_end}, {len(self._op.inputs)})")
+
+    def _branch_of(self, index: int) -> bool | None:
+        """True or False: the branch op input ``index`` feeds; None for ``cond`` or an
+        index out of range."""
+        if 1 <= index < self._offset(False):
+            return True
+        if self._offset(False) <= index < len(self._op.inputs):
+            return False
+        return None
+
     def graph_to_parent_input_index(self, index: int, then_branch: bool = True) -> int:
-        if not 0 <= index < len(self._graph(then_branch).inputs):
-            raise IndexError(f"Graph input index {index} is out of range.")
+        """The op input index of input ``index`` of the then (or else) branch.
+
+        Raises:
+            IndexError: the branch has no input ``index``.
+        """
+        count = len(self._graph(then_branch).inputs)
+        if not 0 <= index < count:
+            raise IndexError(
+                f"Invalid graph input index {index}: the "
+                f"{'then' if then_branch else 'else'}_branch has {count} inputs. Pass an "
+                f"index in [0, {count})."
+            )
         return index + self._offset(then_branch)
 
-    def parent_to_graph_input_index(self, index: int, then_branch: bool = True) -> int:
-        graph_index = index - self._offset(then_branch)
-        if not 0 <= graph_index < len(self._graph(then_branch).inputs):
-            raise IndexError(f"Parent input index {index} is not an input of that branch.")
-        return graph_index
+    def parent_to_graph_input_index(self, index: int) -> int:
+        """The branch input index op input ``index`` feeds, in whichever branch it feeds
+        (see :meth:`is_parent_index_in_then_branch`).
+
+        Raises:
+            IndexError: op input ``index`` feeds no branch (``cond``, or out of range).
+        """
+        then_branch = self.is_parent_index_in_then_branch(index)
+        return index - self._offset(then_branch)
+
+    def is_parent_index_in_then_branch(self, index: int) -> bool:
+        """Whether op input ``index`` feeds the then branch (False: the else branch).
+
+        Raises:
+            IndexError: op input ``index`` feeds no branch (``cond``, or out of range).
+        """
+        then_branch = self._branch_of(index)
+        if then_branch is None:
+            raise IndexError(
+                f"Invalid parent graph input index {index}: {self._layout()}. Pass the "
+                "index of a branch input."
+            )
+        return then_branch
 
     def graph_to_parent_output_index(self, index: int, then_branch: bool = True) -> int:
-        if not 0 <= index < len(self._op.outputs):
-            raise IndexError(f"Graph output index {index} is out of range.")
+        """The op output index of branch output ``index`` (the same index: both branches
+        give every output).
+
+        Raises:
+            IndexError: there is no output ``index``.
+        """
+        count = len(self._op.outputs)
+        if not 0 <= index < count:
+            raise IndexError(
+                f"Invalid graph output index {index}: the conditional has {count} outputs. "
+                f"Pass an index in [0, {count})."
+            )
         return index
 
     def parent_to_graph_output_index(self, index: int, then_branch: bool = True) -> int:
-        return self.graph_to_parent_output_index(index, then_branch)
+        """The branch output index of op output ``index`` (the same index).
 
-    def is_parent_index_in_then_branch(self, index: int) -> bool:
-        return 1 <= index < self._offset(False)
+        Raises:
+            IndexError: there is no output ``index``.
+        """
+        return self.graph_to_parent_output_index(index, then_branch)
 
     def parent_input(self, index: int) -> Tensor:
         return self._op.inputs[index]
@@ -244,7 +299,7 @@ class ConditionalSiteInfo:
         for index, tensor in enumerate(self._op.inputs[1:], start=1):
             if tensor == parent_tensor:
                 then_branch = self.is_parent_index_in_then_branch(index)
-                return self._graph(then_branch).inputs[index - self._offset(then_branch)]
+                return self._graph(then_branch).inputs[self.parent_to_graph_input_index(index)]
         raise ValueError(
             f"Tensor {getattr(parent_tensor, 'name', parent_tensor)} is not a parent graph input "
             "of the call site."

@@ -33,123 +33,32 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jax import lax
 
 from ipuxl import dtypes
 from ipuxl.op import OpDef
+from ipuxl.ops.conv_args import (
+    PadType,  # noqa: F401 - PopXL's `ops.conv.PadType`
+    check_hints,
+    check_pad_type,
+    check_spatial,
+    int_tuple,
+    int_value,
+    same_padding,
+)
 from ipuxl.ops.fp8 import check_log2_scale
 from ipuxl.ops.matmul import check_float8_operands
 from ipuxl.ops.nn import widened
-from ipuxl.ops.type_rules import FLOAT_DTYPES, check_available_memory_proportion, require_dtype
+from ipuxl.ops.type_rules import FLOAT_DTYPES, require_dtype
 from ipuxl.popart import popart_exception
 from ipuxl.run_checks import assert_log2_scale_in_range
 from ipuxl.tensor import Tensor, TensorSpec
 
 __all__ = ["conv", "conv_pow2scaled", "conv_transpose", "conv_transpose_pow2scaled"]
-
-PadType = Literal["not_set", "same_upper", "same_lower", "valid"]
-PAD_TYPES: tuple[str, ...] = get_args(PadType)
-_PARTIALS_TYPES = ("half", "float", dtypes.float16, dtypes.float32)
-
-# ------------------------------------------------------------------ attribute checks
-
-
-def int_tuple(op: str, name: str, value: Any) -> tuple[int, ...]:
-    """``value`` (an int or a sequence of ints) as a tuple of Python ints.
-
-    Raises:
-        TypeError: an entry is not an int.
-    """
-    items = (value,) if isinstance(value, (int, np.integer)) else tuple(value)
-    for item in items:
-        if isinstance(item, (bool, np.bool_)) or not isinstance(item, (int, np.integer)):
-            raise TypeError(
-                f"{op}: `{name}` must hold ints, got {type(item).__name__} {item!r} in "
-                f"{value!r}. Pass a tuple of ints, for example `{name}=(1, 1)`."
-            )
-    return tuple(int(item) for item in items)
-
-
-def int_value(op: str, name: str, value: Any) -> int:
-    """``value`` as a Python int.
-
-    Raises:
-        TypeError: ``value`` is not an int.
-    """
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{op}: `{name}` must be an int, got {type(value).__name__} {value!r}.")
-    return int(value)
-
-
-def check_spatial(op: str, name: str, values: tuple[int, ...], count: int, minimum: int,
-                  example: str) -> None:
-    """Raise ``ValueError`` unless ``values`` has ``count`` entries, each ``>= minimum``.
-
-    ``example`` is the value to suggest (``(1, 1)``...).
-    """
-    if len(values) != count:
-        raise ValueError(
-            f"{op}: `{name}` needs {count} values for this input, got {len(values)}: "
-            f"{values}. Pass one value per spatial dimension (two for `padding`: all begins, "
-            f"then all ends), for example `{name}={example}`."
-        )
-    if any(v < minimum for v in values):
-        raise ValueError(f"{op}: every `{name}` value must be >= {minimum}, got {values}.")
-
-
-def check_pad_type(op: str, name: str, pad_type: str) -> None:
-    """Raise ``ValueError`` unless ``pad_type`` is one of ``PAD_TYPES``."""
-    if pad_type not in PAD_TYPES:
-        raise ValueError(
-            f"{op}: `{name}` must be one of {', '.join(PAD_TYPES)}, got {pad_type!r}."
-        )
-
-
-def same_padding(size: int, extent: int, stride: int, pad_type: str) -> tuple[int, int]:
-    """ONNX ``SAME_UPPER`` / ``SAME_LOWER`` padding of one axis: the output has
-    ``ceil(size / stride)`` elements and an odd total puts the extra element at the end
-    (upper) or the beginning (lower). ``extent`` is the dilated kernel size."""
-    out = -(-size // stride)
-    total = max(0, (out - 1) * stride + extent - size)
-    small, large = total // 2, total - total // 2
-    return (small, large) if pad_type == "same_upper" else (large, small)
-
-
-def _check_hints(op: str, available_memory_proportions: Any, partials_types: Any,
-                 enable_conv_dithering: Any) -> dict[str, Any]:
-    """Validate the IPU planning hints; return the ones the IPU model reads (the first
-    proportion and partials type: ipuxl's convs are one pass)."""
-    proportions = available_memory_proportions
-    if isinstance(proportions, (int, float)):
-        proportions = [proportions]
-    for proportion in proportions or ():
-        check_available_memory_proportion(op, proportion)
-    for partials in partials_types or ():
-        if partials not in _PARTIALS_TYPES:
-            raise ValueError(
-                f"{op}: each of `partials_types` must be 'half' or 'float' (or popxl.float16 "
-                f"or popxl.float32), got {partials!r}."
-            )
-    for dithering in enable_conv_dithering or ():
-        if dithering not in (0, 1):
-            raise ValueError(
-                f"{op}: each of `enable_conv_dithering` must be 0 or 1 (or a bool), got "
-                f"{dithering!r}."
-            )
-    hints: dict[str, Any] = {}
-    if proportions:
-        hints["available_memory_proportion"] = float(list(proportions)[0])
-    if partials_types:
-        first = list(partials_types)[0]
-        hints["partials_type"] = (dtypes.float16 if first in ("half", dtypes.float16)
-                                  else dtypes.float32)
-    return hints
-
 
 # ------------------------------------------------------------------ geometry
 
@@ -248,6 +157,10 @@ def _transpose_geometry(op: str, in_shape: Sequence[int], kernel: Sequence[int],
                                                  pad_type)
     output_padding = output_padding or (0,) * spatial
     check_spatial(op, "output_padding", output_padding, spatial, 0, str((0,) * spatial))
+    if len(output_shape) == spatial + 2:
+        # The whole (N, C_out, *spatial) shape, which PopART also takes: its leading two
+        # entries are checked against the operands by _conv_transpose_output.
+        output_shape = output_shape[2:]
     if output_shape:
         check_spatial(op, "output_shape", output_shape, spatial, 1, str((1,) * spatial))
         if any(padding):
@@ -308,7 +221,16 @@ def _conv_transpose_output(op: str, t: Tensor, weight: Tensor, **attrs: Any
             f"{op}: the padding {geometry.pads} removes the whole output: the output would "
             f"have spatial shape {sizes}. Use less padding."
         )
-    return (t.shape[0], weight.shape[1] * groups, *sizes)
+    leading = (t.shape[0], weight.shape[1] * groups)
+    given = attrs["output_shape"]
+    if len(given) == len(kernel) + 2 and tuple(given[:2]) != leading:
+        raise ValueError(
+            f"{op}: a whole `output_shape` {given} must start with the batch size and output "
+            f"channels {leading} (from `t` {t.shape} and `weight` {weight.shape}, "
+            f"groups={groups}). Pass {(*leading, *given[2:])}, or the spatial shape "
+            f"{tuple(given[2:])} alone."
+        )
+    return (*leading, *sizes)
 
 
 # ------------------------------------------------------------------ lowerings
@@ -479,7 +401,7 @@ def conv(
         ValueError: a bad stride, padding, dilation, groups, pad_type or hint.
         TypeError: a non-int attribute.
     """
-    hints = _check_hints("conv", available_memory_proportions, partials_types, enable_conv_dithering)
+    hints = check_hints("conv", available_memory_proportions, partials_types, enable_conv_dithering)
     attrs = _conv_attrs("conv", stride, padding, dilation, groups, pad_type)
     return _CONV.apply({"t": t, "weight": weight}, hints=hints, **attrs)[0]
 
@@ -513,7 +435,7 @@ def conv_pow2scaled(
         ValueError: ``log2_scale`` is not a scalar; bad attributes or hints (as ``conv``).
         popart_exception: shapes that do not fit.
     """
-    hints = _check_hints("conv_pow2scaled", available_memory_proportions, partials_types,
+    hints = check_hints("conv_pow2scaled", available_memory_proportions, partials_types,
                          enable_conv_dithering)
     attrs = _conv_attrs("conv_pow2scaled", stride, padding, dilation, groups, pad_type)
     return _CONV_POW2SCALED.apply({"t": t, "weight": weight, "log2_scale": log2_scale},
@@ -554,8 +476,9 @@ def conv_transpose(
         enable_conv_dithering: IPU tile-balance hint, a list of 0 / 1; validated, ignored.
         output_padding: zeros added at the end of each spatial axis of the output (default
             none).
-        output_shape: the spatial output shape; when given, the padding is computed from it
-            (ONNX ``ConvTranspose``), so ``padding`` must be zeros.
+        output_shape: the spatial output shape, or the whole ``(N, C_out, *spatial)``
+            shape; when given, the padding is computed from it (ONNX ``ConvTranspose``), so
+            ``padding`` must be zeros.
 
     Returns:
         ``(N, C_out, *out)`` in ``t``'s dtype, ``out = stride * (in - 1) + output_padding +
@@ -567,7 +490,7 @@ def conv_transpose(
             output shape or hint.
         TypeError: a non-int attribute.
     """
-    hints = _check_hints("conv_transpose", available_memory_proportions, partials_types,
+    hints = check_hints("conv_transpose", available_memory_proportions, partials_types,
                          enable_conv_dithering)
     attrs = _transpose_attrs("conv_transpose", stride, padding, dilation, groups, pad_type,
                              output_padding, output_shape)
@@ -607,7 +530,7 @@ def conv_transpose_pow2scaled(
             ``conv_transpose``).
         popart_exception: shapes that do not fit.
     """
-    hints = _check_hints("conv_transpose_pow2scaled", available_memory_proportions,
+    hints = check_hints("conv_transpose_pow2scaled", available_memory_proportions,
                          partials_types, enable_conv_dithering)
     attrs = _transpose_attrs("conv_transpose_pow2scaled", stride, padding, dilation, groups,
                              pad_type, output_padding, output_shape)

@@ -26,7 +26,8 @@ import jax.numpy as jnp
 from jax import lax
 
 from ipuxl import dtypes
-from ipuxl.op import OpDef
+from ipuxl.context import get_current_context
+from ipuxl.op import OpDef, check_in_graph
 from ipuxl.ops.type_rules import (
     NUMERIC_DTYPES,
     as_data_type,
@@ -35,6 +36,7 @@ from ipuxl.ops.type_rules import (
     bool_output,
     broadcast_shapes,
     float_only,
+    float_when_compiled,
     require_dtype,
     same_as_input,
 )
@@ -107,7 +109,6 @@ sin, _ = _unary("sin", jnp.sin, float_only("sin"), "Sine.")
 tanh, _ = _unary("tanh", jnp.tanh, float_only("tanh"), "Hyperbolic tangent.")
 sqrt, _ = _unary("sqrt", jnp.sqrt, float_only("sqrt"), "Square root.")
 log, _ = _unary("log", jnp.log, float_only("log"), "Natural logarithm.")
-log2, _ = _unary("log2", jnp.log2, float_only("log2"), "Base-2 logarithm.")
 exp, exp_ = _unary("exp", jnp.exp, float_only("exp"), "e to the power t.", inplace=True)
 negate, _ = _unary("negate", jnp.negative, _numeric_rule("negate", _SIGNED), "-t.")
 sign, _ = _unary("sign", _sign, _numeric_rule("sign"), "-1, 0 or 1 by the sign of t; NaN is 0.")
@@ -115,22 +116,78 @@ relu, relu_ = _unary(
     "relu", jax.nn.relu, _numeric_rule("relu", _SIGNED), "max(t, 0).", inplace=True
 )
 gelu, gelu_ = _unary(
-    "gelu", lambda x: jax.nn.gelu(x, approximate=True), float_only("gelu"),
+    "gelu", float_when_compiled("gelu", lambda x: jax.nn.gelu(x, approximate=True)),
+    same_as_input,
     "GELU, tanh approximation.", inplace=True,
 )
 geluerf, geluerf_ = _unary(
     "geluerf", lambda x: jax.nn.gelu(x, approximate=False), float_only("geluerf"),
     "GELU, exact erf form.", inplace=True,
 )
-swish, swish_ = _unary("swish", _swish, float_only("swish"), "t * sigmoid(t).", inplace=True)
+swish, swish_ = _unary(
+    "swish", float_when_compiled("swish", _swish), same_as_input, "t * sigmoid(t).",
+    inplace=True,
+)
 sigmoid, _ = _unary("sigmoid", jax.nn.sigmoid, float_only("sigmoid"), "1 / (1 + exp(-t)).")
 isnan, _ = _unary("isnan", jnp.isnan, bool_output, "Whether t is NaN (bool).")
 isinf, _ = _unary("isinf", jnp.isinf, bool_output, "Whether t is +-inf (bool).")
-isfinite, _ = _unary("isfinite", jnp.isfinite, bool_output, "Whether t is finite (bool).")
-logical_not, _ = _unary(
-    "logical_not", lambda x: jnp.logical_not(x.astype(bool)), bool_output,
-    "not t, with t cast to bool.",
-)
+_logical_not, _ = _unary("logical_not", jnp.logical_not, bool_output, "not t.")
+
+
+def as_bool(name: str, t: Tensor) -> Tensor:
+    """``t`` if it is bool, else ``cast(t, bool)`` (nonzero is True): the cast PopXL adds in
+    front of the logic ops and ``where``, so that the op itself always reads bools.
+
+    Raises:
+        TypeError: ``t`` is not a Tensor.
+        ValueError: ``t`` is in another graph.
+    """
+    check_in_graph(get_current_context().graph, name, t)
+    return t if t.dtype == dtypes.bool else cast(t, dtypes.bool)
+
+
+def logical_not(t: Tensor) -> Tensor:
+    """``not t``; a ``t`` that is not bool is cast to bool first (nonzero is True).
+
+    Args:
+        t: a tensor of any dtype but the float8s.
+
+    Returns:
+        A new bool tensor.
+    """
+    return _logical_not(as_bool("t", t))
+
+
+def log2(t: Tensor) -> Tensor:
+    """Base-2 logarithm, built as PopXL builds it: ``log(t) / log(2)``, two ``log`` ops
+    and a ``div``, with the 2 a constant of ``t``'s dtype.
+
+    Args:
+        t: a floating point tensor.
+
+    Returns:
+        A new tensor.
+
+    Raises:
+        popart_exception: ``t`` is not a floating point tensor (raised by ``log``).
+    """
+    from ipuxl.tensor_factories import constant
+
+    numerator = log(t)
+    return div(numerator, log(constant(2, t.dtype)))
+
+
+def isfinite(t: Tensor) -> Tensor:
+    """Whether ``t`` is finite (bool), built as PopXL builds it:
+    ``not (isnan(t) or isinf(t))``, its result renamed ``isfinite_out``.
+
+    Args:
+        t: the input tensor.
+
+    Returns:
+        A new bool tensor.
+    """
+    return identity(logical_not(logical_or(isnan(t), isinf(t))), "isfinite_out")
 
 # ------------------------------------------------------------------------ binary
 
@@ -222,14 +279,30 @@ fmod, _ = _binary("fmod", c_rem, binary_same_dtype("fmod"),
 _pow_op, _ = _binary("pow", jnp.power, binary_same_dtype("pow"), "lhs ** rhs.")
 equal, _ = _binary("equal", jnp.equal, binary_bool_output("equal"), "lhs == rhs (bool).")
 greater, _ = _binary("greater", jnp.greater, binary_bool_output("greater"), "lhs > rhs (bool).")
-logical_and, _ = _binary(
-    "logical_and", lambda x, y: jnp.logical_and(x.astype(bool), y.astype(bool)),
-    binary_bool_output("logical_and", same_dtype=False), "lhs and rhs, cast to bool.",
-)
-logical_or, _ = _binary(
-    "logical_or", lambda x, y: jnp.logical_or(x.astype(bool), y.astype(bool)),
-    binary_bool_output("logical_or", same_dtype=False), "lhs or rhs, cast to bool.",
-)
+_logical_and, _ = _binary("logical_and", jnp.logical_and, binary_bool_output("logical_and"),
+                         "lhs and rhs (bool).")
+_logical_or, _ = _binary("logical_or", jnp.logical_or, binary_bool_output("logical_or"),
+                        "lhs or rhs (bool).")
+
+
+def logical_and(lhs: Tensor, rhs: Tensor) -> Tensor:
+    """``lhs and rhs``, elementwise; an input that is not bool is cast to bool first
+    (nonzero is True), as PopXL does. Shapes broadcast as in numpy.
+
+    Returns:
+        A new bool tensor.
+    """
+    return _logical_and(as_bool("lhs", lhs), as_bool("rhs", rhs))
+
+
+def logical_or(lhs: Tensor, rhs: Tensor) -> Tensor:
+    """``lhs or rhs``, elementwise; an input that is not bool is cast to bool first
+    (nonzero is True), as PopXL does. Shapes broadcast as in numpy.
+
+    Returns:
+        A new bool tensor.
+    """
+    return _logical_or(as_bool("lhs", lhs), as_bool("rhs", rhs))
 
 
 def pow(t: Tensor, e: Tensor | float | int) -> Tensor:
@@ -262,12 +335,13 @@ def _where_rule(condition: Tensor, lhs: Tensor, rhs: Tensor, **attrs: Any) -> li
     return [TensorSpec(broadcast_shapes("where", (condition, lhs, rhs)), spec.dtype)]
 
 
-_WHERE = OpDef("where", infer=_where_rule,
-               lower=lambda c, x, y: jnp.where(c.astype(bool), x, y))
+_WHERE = OpDef("where", infer=_where_rule, lower=jnp.where)
 
 
 def where(condition: Tensor, lhs: Tensor, rhs: Tensor) -> Tensor:
-    """``lhs`` where ``condition`` (cast to bool) is true, else ``rhs``; shapes broadcast."""
+    """``lhs`` where ``condition`` is true, else ``rhs``; shapes broadcast. A ``condition``
+    that is not bool is cast to bool first (nonzero is True), as PopXL does."""
+    condition = as_bool("condition", condition)
     return _WHERE.apply({"condition": condition, "lhs": lhs, "rhs": rhs})[0]
 
 

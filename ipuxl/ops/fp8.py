@@ -76,7 +76,13 @@ def _to_fp8(x: jax.Array, log2_scale: jax.Array, *, data_type: dtypes.dtype) -> 
     return scaled.astype(data_type.jax_dtype)
 
 
-_TO_FP8 = OpDef("pow2scale_cast_to_fp8", infer=_to_fp8_rule, lower=_to_fp8)
+def _cast_names(inputs: list[Tensor], attrs: dict) -> list[str]:
+    """PopXL names a cast's output after its input and the type: ``x_float8_143``."""
+    return [f"{inputs[0].name}_{attrs['data_type'].name}"]
+
+
+_TO_FP8 = OpDef("pow2scale_cast_to_fp8", infer=_to_fp8_rule, lower=_to_fp8,
+                output_names=_cast_names)
 
 
 def pow2scale_cast_to_fp8(t: Tensor, log2_scale: Tensor,
@@ -123,7 +129,8 @@ def _from_fp8(x: jax.Array, log2_scale: jax.Array, *, data_type: dtypes.dtype) -
     return value.astype(data_type.jax_dtype)
 
 
-_FROM_FP8 = OpDef("pow2scale_cast_from_fp8", infer=_from_fp8_rule, lower=_from_fp8)
+_FROM_FP8 = OpDef("pow2scale_cast_from_fp8", infer=_from_fp8_rule, lower=_from_fp8,
+                  output_names=_cast_names)
 
 
 def pow2scale_cast_from_fp8(t: Tensor, log2_scale: Tensor,

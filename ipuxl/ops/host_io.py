@@ -2,6 +2,10 @@
 writes the next slot of a device-to-host stream. Both may be used in any graph; each
 *execution* (also inside loops) advances the stream's cursor by one slot.
 
+As in PopXL, a load is two ops: an ``init`` of undefined contents creates the destination
+``<name>_init``, and the ``host_load`` op (PopART's ``HostLoadOp``) takes it as input 0 and
+gives the loaded tensor ``<name>_hostload``.
+
 Example:
     >>> import ipuxl as popxl, ipuxl.ops as ops
     >>> ir = popxl.Ir()
@@ -10,6 +14,8 @@ Example:
     ...     x = ops.host_load(s)
     >>> x.id
     'x_hostload'
+    >>> [op.name for op in ir.main_graph.ops]
+    ['init', 'host_load']
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from ipuxl.context import get_current_context
 from ipuxl.op import OpDef, check_is_tensor, check_same_ir
+from ipuxl.ops.indexing import init
 from ipuxl.ops.type_rules import cast_hint
 from ipuxl.streams import DeviceToHostStream, HostToDeviceStream
 from ipuxl.tensor import Tensor
@@ -51,7 +58,7 @@ def _lower_host_store(lowering: GraphLowering, op: Op) -> None:
 
 _HOST_LOAD = OpDef(
     "host_load",
-    infer=lambda *, stream: [stream.spec],
+    infer=lambda destination, *, stream: [stream.spec],
     lower=_lower_host_load,
     special=True,
     effectful=True,
@@ -66,7 +73,9 @@ _HOST_STORE = OpDef(
 
 
 def host_load(h2d_stream: HostToDeviceStream, name: str | None = None) -> Tensor:
-    """Load the stream's next slot into a new tensor named ``<name or stream>_hostload``.
+    """Load the stream's next slot into a new tensor named ``<name or stream>_hostload``:
+    an ``init`` (undefined contents) of the destination ``<name or stream>_init``, then the
+    ``host_load`` op that fills it.
 
     Raises:
         TypeError: ``h2d_stream`` is not a HostToDeviceStream.
@@ -79,7 +88,9 @@ def host_load(h2d_stream: HostToDeviceStream, name: str | None = None) -> Tensor
         )
     _check_stream_in_current_ir(h2d_stream, "h2d_stream")
     base = name or h2d_stream.tensor_id
-    return _HOST_LOAD.apply({}, names=[f"{base}_hostload"], stream=h2d_stream)[0]
+    destination = init(h2d_stream.shape, h2d_stream.dtype, f"{base}_init", "undef")
+    return _HOST_LOAD.apply({"destination": destination}, names=[f"{base}_hostload"],
+                            stream=h2d_stream)[0]
 
 
 def host_store(d2h_stream: DeviceToHostStream, t: Tensor) -> None:

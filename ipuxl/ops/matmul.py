@@ -23,11 +23,13 @@ import numpy as np
 from jax import lax
 
 from ipuxl import dtypes
+from ipuxl.context import get_current_context
 from ipuxl.op import OpDef, check_is_tensor
 from ipuxl.ops.fp8 import check_log2_scale
 from ipuxl.ops.type_rules import as_data_type, check_available_memory_proportion
 from ipuxl.popart import popart_exception
 from ipuxl.run_checks import assert_log2_scale_in_range
+from ipuxl.session_options import options_of
 from ipuxl.tensor import Tensor, TensorSpec
 
 __all__ = ["matmul", "matmul_pow2scaled"]
@@ -89,6 +91,25 @@ def _matmul(x: Any, y: Any, *, output_type: dtypes.dtype | None, partials_type: 
 
 _MATMUL = OpDef("matmul", infer=_matmul_rule, lower=_matmul)
 
+# The session option ``partialsTypeMatMuls`` (any case) -> the partials type it sets; the
+# empty string is PopART's default, float32 partials, left unset on the op.
+_PARTIALS_OPTION = {"": None, "float": dtypes.float32, "half": dtypes.float16}
+
+
+def _partials_from_session_option() -> dtypes.dtype | None:
+    """The partials type of a matmul built without one: the current Ir's session option
+    ``partialsTypeMatMuls``, read when the op is built, as PopXL reads it."""
+    options = options_of(get_current_context().graph.ir)
+    option = "" if options is None else options.partialsTypeMatMuls
+    name = option.lower() if isinstance(option, str) else None
+    if name not in _PARTIALS_OPTION:
+        raise ValueError(
+            "matmul: the session option partialsTypeMatMuls must be 'float', 'half' or '' "
+            f"(float), got {option!r}. Set `ir._pb_ir.getSessionOptions()."
+            "partialsTypeMatMuls` to one of them, or pass partials_type= to the matmul."
+        )
+    return _PARTIALS_OPTION[name]
+
 
 def matmul(
     lhs: Tensor,
@@ -104,13 +125,16 @@ def matmul(
             IPU model (:mod:`ipuxl.sim`).
         output_type: the result dtype (default: the operands').
         partials_type: an IPU accumulation hint, float16 or float32, read by
-            the IPU model.
+            the IPU model; by default the Ir's session option ``partialsTypeMatMuls``.
 
     Raises:
         popart_exception: dtypes differ or shapes do not match.
-        ValueError: a bad ``partials_type`` or ``available_memory_proportion``.
+        ValueError: a bad ``partials_type``, ``available_memory_proportion`` or session
+            option ``partialsTypeMatMuls``.
     """
-    if partials_type is not None and partials_type not in (dtypes.float16, dtypes.float32):
+    if partials_type is None:
+        partials_type = _partials_from_session_option()
+    elif partials_type not in (dtypes.float16, dtypes.float32):
         raise ValueError(
             f"partials_type must be popxl.float16 or popxl.float32, got {partials_type!r}."
         )

@@ -61,6 +61,17 @@ def _check_types(op: str, probs: Tensor, labels: Tensor) -> None:
         )
 
 
+def _check_lowered_labels(op: str, labels: jax.Array) -> None:
+    """The label rule of an op whose labels PopART checks only when it lowers the op (to
+    one-hot encode them): int32 or uint32."""
+    if labels.dtype not in (np.int32, np.uint32):
+        raise TypeError(
+            f"{op}: the labels must be int32 or uint32 to be one-hot encoded, got "
+            f"{np.dtype(labels.dtype).name}. The op is built with labels of any type, as in "
+            "PopXL, but cannot be lowered; cast them with `ops.cast(labels, popxl.int32)`."
+        )
+
+
 def _loss_spec(op: str, probs: Tensor, labels: Tensor, reduction: str) -> TensorSpec:
     """Check ``probs`` and ``labels`` (NllOp's rule: the labels have the shape of the
     probabilities without the class axis); the loss's type."""
@@ -165,7 +176,8 @@ def _softmax_grad_loss_spec(op: str, probs: Tensor, labels: Tensor, reduction: s
                             ) -> TensorSpec:
     """PopART's NlllWithSoftmaxGradDirectOp rule: the probabilities are read as rows
     ``[N, C]`` (every axis but the last flattened) and the labels as ``[N]``, so the labels
-    may have any shape with one element per row; the per-sample loss takes their shape."""
+    may have any shape with one element per row; the per-sample loss takes their shape.
+    The labels' type is checked when the op is lowered, as PopART checks it."""
     if probs.rank == 0 or labels.nelms != probs.nelms // max(probs.shape[-1], 1):
         rows = probs.nelms // max(probs.shape[-1], 1) if probs.rank else "(no class axis)"
         raise ValueError(
@@ -173,7 +185,7 @@ def _softmax_grad_loss_spec(op: str, probs: Tensor, labels: Tensor, reduction: s
             f"{probs.shape} has {rows} rows, but `{labels.id}` {labels.shape} has "
             f"{labels.nelms} labels. Pass labels with that many elements."
         )
-    _check_types(op, probs, labels)
+    require_dtype(op, probs, FLOAT_DTYPES, "floating point probabilities")
     return TensorSpec(labels.shape if reduction == "none" else (), probs.dtype)
 
 
@@ -203,6 +215,7 @@ def _nll_softmax_grad_rule(probs: Tensor, labels: Tensor, loss_grad: Tensor, *,
 
 def _nll_softmax_grad(probs: jax.Array, labels: jax.Array, loss_grad: jax.Array, *,
                       ignore_index: int | None, reduction: str) -> tuple[jax.Array, jax.Array]:
+    _check_lowered_labels("nll_loss_with_softmax_grad", labels)
     shape = probs.shape
     probs = probs.reshape(*labels.shape, shape[-1])  # one row per label
     wide, hot, keep, count = _pick(probs, labels, ignore_index)
@@ -238,7 +251,8 @@ def nll_loss_with_softmax_grad(probs: Tensor, labels: Tensor, loss_grad: Tensor 
     Args:
         probs: the softmax output, floating point, of shape ``(..., C)``.
         labels: int32 or uint32 class indices, one per row of ``probs`` (any shape with
-            that many elements, as PopART reads them; ``(...)`` is the usual one).
+            that many elements, as PopART reads them; ``(...)`` is the usual one). As in
+            PopXL, labels of another type build, and fail when the Session is built.
         loss_grad: the gradient flowing into the loss: a float Tensor with one element (or,
             for ``"none"``, broadcasting to ``labels``' shape), or a number, which becomes a
             float32 constant (even for float16 ``probs``, as in PopXL).
@@ -251,8 +265,8 @@ def nll_loss_with_softmax_grad(probs: Tensor, labels: Tensor, loss_grad: Tensor 
 
     Raises:
         ValueError: not a valid reduction, or the shapes do not match.
-        TypeError: an input is not a Tensor, the labels are not int32 or uint32, or
-            ``ignore_index`` is not an int.
+        TypeError: an input is not a Tensor, or ``ignore_index`` is not an int; when the
+            Session is built, labels that are not int32 or uint32.
         popart_exception: ``probs`` or ``loss_grad`` is not a floating point tensor.
     """
     _check_options("nll_loss_with_softmax_grad", ignore_index, reduction)

@@ -177,26 +177,37 @@ def _group_norm_rule(op: str) -> Any:
                 f"{op}: num_groups={num_groups} must divide the {channels} channels of `t` "
                 f"`{t.id}` {t.shape} (dimension 1). Choose a divisor of {channels}."
             )
-        return [TensorSpec(t.shape, t.dtype)]
+        # As PopART's GroupNorm: the output, then the mean and the inverse standard
+        # deviation of each (sample, group), flattened to (N * num_groups,).
+        statistics = TensorSpec((t.shape[0] * num_groups,), t.dtype)
+        return [TensorSpec(t.shape, t.dtype), statistics, statistics]
 
     return rule
 
 
 def _group_norm(x: jax.Array, weight: jax.Array, bias: jax.Array, *, num_groups: int,
-                eps: float) -> jax.Array:
+                eps: float) -> tuple[jax.Array, jax.Array, jax.Array]:
     wide = widened(x)
     group_size = math.prod(x.shape[1:]) // num_groups
     grouped = wide.reshape(x.shape[0], num_groups, group_size)
     mean = jnp.mean(grouped, axis=-1, keepdims=True)
     centred = grouped - mean
     variance = jnp.mean(centred * centred, axis=-1, keepdims=True)  # biased
-    normalised = (centred * lax.rsqrt(variance + eps)).reshape(x.shape)
+    inv_std_dev = lax.rsqrt(variance + eps)
+    normalised = (centred * inv_std_dev).reshape(x.shape)
     out = normalised * _per_channel(weight, x.ndim) + _per_channel(bias, x.ndim)
-    return out.astype(x.dtype)
+    return (out.astype(x.dtype), mean.reshape(-1).astype(x.dtype),
+            inv_std_dev.reshape(-1).astype(x.dtype))
 
 
-_GROUP_NORM = OpDef("group_norm", infer=_group_norm_rule("group_norm"), lower=_group_norm)
-_LAYER_NORM = OpDef("layer_norm", infer=_group_norm_rule("layer_norm"), lower=_group_norm)
+def _norm_outputs(op: str) -> Any:
+    return lambda ins, attrs: [f"{op}_out", f"{op}_mean", f"{op}_inv_std_dev"]
+
+
+_GROUP_NORM = OpDef("group_norm", infer=_group_norm_rule("group_norm"), lower=_group_norm,
+                    output_names=_norm_outputs("group_norm"))
+_LAYER_NORM = OpDef("layer_norm", infer=_group_norm_rule("layer_norm"), lower=_group_norm,
+                    output_names=_norm_outputs("layer_norm"))
 
 
 def group_norm(t: Tensor, weight: Tensor, bias: Tensor, num_groups: int, eps: float = 1e-5
@@ -215,7 +226,9 @@ def group_norm(t: Tensor, weight: Tensor, bias: Tensor, num_groups: int, eps: fl
         eps: added to the variance before the square root.
 
     Returns:
-        A new tensor of ``t``'s shape and dtype.
+        A new tensor of ``t``'s shape and dtype. As in PopXL, the op has two more outputs
+        that this function does not return: the mean and the inverse standard deviation
+        of each (sample, group), shape ``(N * num_groups,)``.
 
     Raises:
         TypeError: an input is not a Tensor, ``num_groups`` is not an int or ``eps`` is not
@@ -250,7 +263,8 @@ def layer_norm(t: Tensor, weight: Tensor, bias: Tensor, eps: float = 1e-5) -> Te
         eps: added to the variance before the square root.
 
     Returns:
-        A new tensor of ``t``'s shape and dtype.
+        A new tensor of ``t``'s shape and dtype (the op's mean and inverse standard
+        deviation outputs, ``(N,)``, are not returned, as for ``group_norm``).
 
     Raises:
         TypeError: an input is not a Tensor or ``eps`` is not a number.

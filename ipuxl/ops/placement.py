@@ -50,7 +50,8 @@ def ipu_copy(t: Tensor, destination: int, source: int | None = None) -> Tensor:
         except UndefinedValue:
             raise ValueError(
                 f"Could not infer the ipu for Tensor to be copied `{t.id}`: it has no "
-                "producer and no consumer placed on an IPU. Pass `source=`."
+                "producer and no consumer placed on an IPU. Please specify `source` when "
+                f"copying this tensor, e.g. `ops.ipu_copy({t.name}, {destination}, source=0)`."
             ) from None
     with ipu(destination):
         return _IPU_COPY.apply({"t": t}, names=[f"{t.name}_c{destination}"],

@@ -32,7 +32,7 @@ import numpy as np
 from ipuxl import dtypes
 from ipuxl.op import OpDef, check_is_tensor
 from ipuxl.ops.random_seed import check_seed, create_random_seed, seed_key, stream_id
-from ipuxl.ops.type_rules import FLOAT_DTYPES, require_dtype
+from ipuxl.ops.type_rules import FLOAT_DTYPES, float_when_compiled, require_dtype
 from ipuxl.popart import popart_exception
 from ipuxl.tensor import Tensor, TensorSpec
 from ipuxl.tensor_factories import constant
@@ -163,7 +163,8 @@ def random_normal(
 
 
 def _dropout_rule(t: Tensor, seed: Tensor, *, p: float) -> list[TensorSpec]:
-    require_dtype("dropout", t, FLOAT_DTYPES, "a floating point tensor")
+    # PopART builds dropout of any dtype; the Session refuses a non-float one (see
+    # float_when_compiled).
     check_seed(seed)
     return [TensorSpec(t.shape, t.dtype)]
 
@@ -208,7 +209,8 @@ def _shaped_dropout_rule(t: Tensor, seed: Tensor, *, shape: tuple[int, ...],
     return [TensorSpec(t.shape, t.dtype)]
 
 
-_DROPOUT_OP = OpDef("dropout", infer=_dropout_rule, lower=_dropout)
+_DROPOUT_OP = OpDef("dropout", infer=_dropout_rule,
+                    lower=float_when_compiled("dropout", _dropout))
 _SHAPED_DROPOUT_OP = OpDef("shaped_dropout", infer=_shaped_dropout_rule, lower=_shaped_dropout)
 
 
@@ -229,7 +231,8 @@ def dropout(t: Tensor, seed_tensor: Tensor, p: float) -> Tensor:
     Raises:
         TypeError: ``t`` or ``seed_tensor`` is not a Tensor.
         ValueError: ``p`` is not in [0, 1), or the seed is not uint32 ``(2,)``.
-        popart_exception: ``t`` is not a float tensor.
+        popart_exception: (when a ``Session`` compiles the op) ``t`` is not a float
+            tensor; as in PopXL, the op itself is built for any dtype.
     """
     p = _check_ratio("dropout", "p", p)
     return _DROPOUT_OP.apply({"t": t, "seed_tensor": seed_tensor}, p=p)[0]

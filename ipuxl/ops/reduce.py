@@ -32,10 +32,12 @@ from ipuxl.ops.type_rules import (
     FLOAT_DTYPES,
     NUMERIC_DTYPES,
     check_available_memory_proportion,
+    float_when_compiled,
     normalize_axes,
     require_dtype,
 )
 from ipuxl.tensor import Tensor, TensorSpec
+from ipuxl.tensor_factories import constant
 
 __all__ = [
     "sum", "mean", "max", "min", "prod", "sumsquare", "l1", "l2", "logsum", "logsumexp",
@@ -74,20 +76,35 @@ def _sum(x: jax.Array, axis: tuple[int, ...], keepdims: bool) -> jax.Array:
     return jnp.sum(x, axis=axis, keepdims=keepdims, dtype=x.dtype)
 
 
-def _lower_median(x: jax.Array, *, axis: tuple[int, ...], keepdims: bool) -> jax.Array:
-    # The lower median (torch's): sort the reduced elements, take index (n - 1) // 2.
+def _lower_median(x: jax.Array, *, axis: tuple[int, ...], keepdims: bool
+                  ) -> tuple[jax.Array, jax.Array]:
+    # The lower median (torch's): sort the reduced elements, take index (n - 1) // 2. The
+    # index is the median's position among the reduced elements, flattened in axis order.
     kept = [i for i in range(x.ndim) if i not in axis]
     moved = jnp.transpose(x, (*kept, *axis))
     flat = moved.reshape(*(x.shape[i] for i in kept), -1)
-    count = flat.shape[-1]
-    result = jnp.sort(flat, axis=-1)[..., (count - 1) // 2]
-    return result.reshape(_reduced_shape(x.shape, axis, keepdims))
+    middle = (flat.shape[-1] - 1) // 2
+    index = jnp.argsort(flat, axis=-1, stable=True)[..., middle:middle + 1]
+    value = jnp.take_along_axis(flat, index, axis=-1)
+    shape = _reduced_shape(x.shape, axis, keepdims)
+    return value.reshape(shape), index.astype(jnp.int32).reshape(shape)
 
 
-def _declare(name: str, allowed: tuple[dtypes.dtype, ...], what: str, lower: Callable
+def _median_rule(t: Tensor, *, axis: tuple[int, ...], keepdims: bool) -> list[TensorSpec]:
+    # PopART's ReduceMedian has a second output: the int32 index of each median.
+    (values,) = _reduction_rule("median", NUMERIC_DTYPES, _NUMERIC)(t, axis=axis,
+                                                                   keepdims=keepdims)
+    return [values, TensorSpec(values.shape, dtypes.int32)]
+
+
+def _declare(name: str, allowed: tuple[dtypes.dtype, ...], what: str, lower: Callable,
+             infer: Callable | None = None, output_names: Callable | None = None
              ) -> Callable[..., Tensor]:
-    """Declare an axis reduction and build its ``(t, axis=None, keepdims=False)`` function."""
-    opdef = OpDef(name, infer=_reduction_rule(name, allowed, what), lower=lower)
+    """Declare an axis reduction and build its ``(t, axis=None, keepdims=False)`` function,
+    which returns the op's first output. ``infer`` and ``output_names`` replace the
+    one-output defaults."""
+    opdef = OpDef(name, infer=infer or _reduction_rule(name, allowed, what), lower=lower,
+                  output_names=output_names)
 
     def op(t: Tensor, axis: int | Iterable[int] | None = None, keepdims: bool = False
            ) -> Tensor:
@@ -122,7 +139,8 @@ logsum = _declare("logsum", FLOAT_DTYPES, _FLOAT, _accumulating(
     lambda x, axis, keepdims: jnp.log(_sum(x, axis, keepdims))))
 logsumexp = _declare("logsumexp", FLOAT_DTYPES, _FLOAT, _accumulating(
     lambda x, axis, keepdims: jax.nn.logsumexp(x, axis=axis, keepdims=keepdims)))
-median = _declare("median", NUMERIC_DTYPES, _NUMERIC, _lower_median)
+median = _declare("median", NUMERIC_DTYPES, _NUMERIC, _lower_median, infer=_median_rule,
+                  output_names=lambda ins, attrs: ["median_out", "median_indices_out"])
 
 _doc = """{summary}
 
@@ -278,12 +296,13 @@ def topk(t: Tensor, k: int, axis: int, largest: bool, sorted: bool,
 # ------------------------------------------------------------------ cumsum
 
 
-def _cumsum_rule(t: Tensor, *, dim: int) -> list[TensorSpec]:
+def _cumsum_rule(t: Tensor, axis: Tensor, *, dim: int) -> list[TensorSpec]:
     require_dtype("cumsum", t, NUMERIC_DTYPES, _NUMERIC)
     return [TensorSpec(t.shape, t.dtype)]
 
 
-def _cumsum(x: jax.Array, *, dim: int) -> jax.Array:
+def _cumsum(x: jax.Array, axis: jax.Array, *, dim: int) -> jax.Array:
+    # ``axis`` holds ``dim`` (the op reads it when built, as PopART's CumSum does).
     wide = x.astype(jnp.float32) if x.dtype in _LOW_PRECISION else x
     return jnp.cumsum(wide, axis=dim, dtype=wide.dtype).astype(x.dtype)
 
@@ -293,6 +312,9 @@ _CUMSUM = OpDef("cumsum", infer=_cumsum_rule, lower=_cumsum)
 
 def cumsum(t: Tensor, dim: int = 0) -> Tensor:
     """The inclusive cumulative sum along ``dim``.
+
+    As in PopXL, the op reads ``dim`` from a second input, a constant named ``dim`` that
+    this function adds to the graph (int32 here, int64 in PopXL).
 
     Args:
         t: a numeric tensor.
@@ -307,15 +329,20 @@ def cumsum(t: Tensor, dim: int = 0) -> Tensor:
         popart_exception: ``t``'s dtype is not numeric.
     """
     check_is_tensor("t", t)
-    (dim,) = normalize_axes("cumsum", index_argument("dim", dim, "cumsum"), t.rank)
-    return _CUMSUM.apply({"t": t}, dim=dim)[0]
+    given = index_argument("dim", dim, "cumsum")
+    (axis,) = normalize_axes("cumsum", given, t.rank)
+    # PopART's CumSum reads its axis from a second input, a constant named `dim`. PopXL
+    # makes it int64; int32, which CumSum also takes, keeps the program out of JAX's
+    # 64-bit mode.
+    dim_tensor = constant(given, dtypes.int32, name="dim")
+    return _CUMSUM.apply({"t": t, "dim": dim_tensor}, dim=axis)[0]
 
 
 # ------------------------------------------------------------------ lamb_square
 
 
 def _lamb_square_rule(t: Tensor) -> list[TensorSpec]:
-    require_dtype("lamb_square", t, FLOAT_DTYPES, _FLOAT)
+    # PopART builds the op for any dtype; the Session refuses integers when it compiles.
     return [TensorSpec((), dtypes.float64 if t.dtype == dtypes.float64 else dtypes.float32)]
 
 
@@ -324,7 +351,8 @@ def _lamb_square(x: jax.Array) -> jax.Array:
     return jnp.sum(wide * wide)
 
 
-_LAMB_SQUARE = OpDef("lamb_square", infer=_lamb_square_rule, lower=_lamb_square)
+_LAMB_SQUARE = OpDef("lamb_square", infer=_lamb_square_rule,
+                     lower=float_when_compiled("lamb_square", _lamb_square))
 
 
 def lamb_square(t: Tensor) -> Tensor:

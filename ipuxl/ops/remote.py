@@ -12,6 +12,12 @@ clamped into ``[0, entries - 1]`` at run time: the IPU does not check it, and re
 writing the nearest slot is ipuxl's defined answer to what is undefined there.
 ``remote_code_load`` only marks where a graph's code comes from; it computes nothing.
 
+The ops take PopART's inputs: the tensor a slot is loaded into or stored from is input 0
+and the offset input 1. As in PopXL, ``remote_load`` is two ops: an ``init`` of undefined
+contents creates the destination ``<name>_remote_load`` and the ``remote_load`` op fills
+it, giving ``<name>_remote_loaded`` (``name`` defaults to
+``id_<buffer id>_offset_<offset name>``).
+
 Example:
     >>> import numpy as np, ipuxl as popxl, ipuxl.ops as ops
     >>> ir = popxl.Ir()
@@ -19,8 +25,8 @@ Example:
     ...     buffer = popxl.remote_buffer((2,), popxl.float32, entries=4)
     ...     ops.remote_store(buffer, 3, popxl.constant(np.ones(2, np.float32)))
     ...     loaded = ops.remote_load(buffer, 3)
-    >>> loaded.shape
-    (2,)
+    >>> loaded.shape, loaded.id
+    ((2,), 'id_1_offset_offset__t0_remote_loaded')
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from jax import lax
 from ipuxl import dtypes
 from ipuxl.context import get_current_context
 from ipuxl.op import OpDef, check_is_tensor, check_same_ir
+from ipuxl.ops.indexing import init
 from ipuxl.remote_buffer import RemoteBuffer, check_buffer, check_slot, remote_slot
 from ipuxl.replica_sharding import shards_of
 from ipuxl.tensor import Tensor, TensorSpec
@@ -47,9 +54,14 @@ if TYPE_CHECKING:
 __all__ = ["remote_load", "remote_load_", "remote_store", "remote_code_load"]
 
 
+# Every remote op takes the tensor it loads into or stores from at input 0 and the offset
+# at input 1, as PopART's RemoteLoadOp, RemoteLoadInplaceOp and RemoteStoreOp do.
+_DATA, _OFFSET = 0, 1
+
+
 def _slot(lowering: GraphLowering, op: Op) -> Any:
     buffer: RemoteBuffer = op.attrs["remote_buffer"]
-    offset = lowering.read(op.inputs[0]).astype(np.int32)
+    offset = lowering.read(op.inputs[_OFFSET]).astype(np.int32)
     return lax.clamp(np.int32(0), offset, np.int32(buffer.entries - 1))
 
 
@@ -58,7 +70,7 @@ def _lower_load(lowering: GraphLowering, op: Op) -> None:
     value = lax.dynamic_index_in_dim(lowering.streams.remote[buffer], _slot(lowering, op),
                                      keepdims=False)
     if op.name == "remote_load_":
-        lowering.write(op.inputs[1], value)  # the output is an alias of the target
+        lowering.write(op.inputs[_DATA], value)  # the output is an alias of the target
     else:
         lowering.set(op.outputs[0], value)
 
@@ -66,28 +78,32 @@ def _lower_load(lowering: GraphLowering, op: Op) -> None:
 def _lower_store(lowering: GraphLowering, op: Op) -> None:
     buffer = op.attrs["remote_buffer"]
     slots = lowering.streams.remote[buffer]
-    value = lowering.read(op.inputs[1]).astype(slots.dtype)
+    value = lowering.read(op.inputs[_DATA]).astype(slots.dtype)
     lowering.streams.remote[buffer] = lax.dynamic_update_index_in_dim(
         slots, value, _slot(lowering, op), 0)
 
 
-def _load_type(offset: Tensor, *, remote_buffer: RemoteBuffer) -> list[TensorSpec]:
+def _load_type(destination: Tensor, offset: Tensor, *, remote_buffer: RemoteBuffer
+               ) -> list[TensorSpec]:
     return [TensorSpec(remote_buffer.tensor_shape, remote_buffer.tensor_dtype,
                        remote_buffer.meta_shape)]
 
 
-def _load_in_place_type(offset: Tensor, t: Tensor, *, remote_buffer: RemoteBuffer
+def _load_in_place_type(t: Tensor, offset: Tensor, *, remote_buffer: RemoteBuffer
                         ) -> list[TensorSpec]:
     # As in PopXL, the loaded tensor takes the buffer's meta shape.
     return [TensorSpec(t.shape, t.dtype, remote_buffer.meta_shape)]
 
 
+# PopXL checks no tile sets for the remote transfers (the data and the offset may have
+# been made on different tile sets).
 _REMOTE_LOAD = OpDef("remote_load", infer=_load_type, lower=_lower_load, special=True,
-                     effectful=True)
+                     effectful=True, check_tile_sets=False)
 _REMOTE_LOAD_ = OpDef("remote_load_", infer=_load_in_place_type, lower=_lower_load,
-                      special=True, effectful=True, modifies=1)
-_REMOTE_STORE = OpDef("remote_store", infer=lambda offset, t, *, remote_buffer: [],
-                      lower=_lower_store, special=True, effectful=True)
+                      special=True, effectful=True, modifies=_DATA, check_tile_sets=False)
+_REMOTE_STORE = OpDef("remote_store", infer=lambda t, offset, *, remote_buffer: [],
+                      lower=_lower_store, special=True, effectful=True,
+                      check_tile_sets=False)
 # A placement marker for the machine model: where a graph's code comes from. It computes
 # nothing, so it lowers to nothing.
 _REMOTE_CODE_LOAD = OpDef("remote_code_load", infer=lambda *, graph, destination: [],
@@ -121,7 +137,10 @@ def _buffer_offset_and_data(remote_buffer: Any, offset: int | Tensor, t: Tensor,
 def remote_load(remote_buffer: RemoteBuffer, offset: int | Tensor, name: str | None = None
                 ) -> Tensor:
     """The contents of slot ``offset`` of this replica's copy of the buffer (a new tensor
-    of the buffer's shape and dtype, with ``meta_shape = remote_buffer.meta_shape``).
+    of the buffer's shape and dtype, with ``meta_shape = remote_buffer.meta_shape``): an
+    ``init`` of the destination ``<name>_remote_load``, then the ``remote_load`` op that
+    fills it, giving ``<name>_remote_loaded``. ``name`` defaults to
+    ``id_<remote_buffer_id>_offset_<offset name>``.
 
     Raises:
         TypeError: ``remote_buffer`` is not a RemoteBuffer, or ``offset`` is not an int
@@ -131,7 +150,11 @@ def remote_load(remote_buffer: RemoteBuffer, offset: int | Tensor, name: str | N
     """
     remote_buffer = check_buffer(remote_buffer, "remote_load")
     offset = _offset_tensor(remote_buffer, offset, "remote_load")
-    return _REMOTE_LOAD.apply({"offset": offset}, names=[name],
+    base = name or f"id_{remote_buffer.remote_buffer_id}_offset_{offset.name}"
+    destination = init(remote_buffer.tensor_shape, remote_buffer.tensor_dtype,
+                       f"{base}_remote_load", "undef", meta_shape=remote_buffer.meta_shape)
+    return _REMOTE_LOAD.apply({"destination": destination, "offset": offset},
+                              names=[f"{base}_remote_loaded"],
                               remote_buffer=remote_buffer)[0]
 
 
@@ -143,7 +166,7 @@ def remote_load_(remote_buffer: RemoteBuffer, offset: int | Tensor, t: Tensor) -
             :func:`remote_load`).
     """
     remote_buffer, offset = _buffer_offset_and_data(remote_buffer, offset, t, "remote_load_")
-    return _REMOTE_LOAD_.apply({"offset": offset, "t": t}, remote_buffer=remote_buffer)[0]
+    return _REMOTE_LOAD_.apply({"t": t, "offset": offset}, remote_buffer=remote_buffer)[0]
 
 
 def remote_store(remote_buffer: RemoteBuffer, offset: int | Tensor, t: Tensor) -> None:
@@ -154,7 +177,7 @@ def remote_store(remote_buffer: RemoteBuffer, offset: int | Tensor, t: Tensor) -
             :func:`remote_load`).
     """
     remote_buffer, offset = _buffer_offset_and_data(remote_buffer, offset, t, "remote_store")
-    _REMOTE_STORE.apply({"offset": offset, "t": t}, remote_buffer=remote_buffer)
+    _REMOTE_STORE.apply({"t": t, "offset": offset}, remote_buffer=remote_buffer)
 
 
 def remote_code_load(graph: Graph, destination: str) -> None:
@@ -185,8 +208,8 @@ def remote_code_load(graph: Graph, destination: str) -> None:
     current = get_current_context().graph
     if graph is current:
         raise ValueError(
-            f"The graph {graph.id!r} cannot load its own code: call remote_code_load from "
-            "the graph that calls it."
+            f"The remote_code_load op cannot load the code for the graph it resides in "
+            f"({graph.id!r}). Call remote_code_load from the graph that calls {graph.id!r}."
         )
     check_same_ir(current, f"The graph {graph.id!r}", graph.ir,
                   "Load code of a graph of the Ir being built.")

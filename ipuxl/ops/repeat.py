@@ -11,8 +11,13 @@ compiles as fast as a loop of one; stream cursors are carried through it, so a
 ``host_load`` in the body reads successive slots.
 
 As in PopXL, the op calls an internal wrapper graph (``<graph id>__loop_wrapper``) whose
-inputs are an int32 iteration counter, a bool keep-going flag and then the user inputs;
-``repeat_with_info`` describes that op.
+inputs are an int32 iteration counter, a bool keep-going flag and then the user inputs.
+The op itself is PopART's ``LoopOp``: its trip count is an attribute (``repeat_count``),
+not a tensor, and its inputs 0 and 1 (the trip count and the condition) are left
+unconnected, so no tensor of the calling graph stands for them. Op input ``i`` (PopART's
+index ``i + 2``) feeds wrapper input ``i + 2``; the ``input_offset`` attribute records the
+2, and :class:`LoopSiteInfo` (what ``repeat_with_info`` returns) and the
+``popart._internal.ir`` view index inputs as PopART does.
 """
 
 from __future__ import annotations
@@ -21,7 +26,6 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import jax.numpy as jnp
-import numpy as np
 from jax import lax
 
 from ipuxl import dtypes
@@ -39,16 +43,17 @@ from ipuxl.ops.call import (
 )
 from ipuxl.popart import popart_exception
 from ipuxl.tensor import Tensor, TensorSpec
-from ipuxl.tensor_factories import constant, graph_input, graph_output
+from ipuxl.tensor_factories import graph_input, graph_output
 
 if TYPE_CHECKING:
     from ipuxl.graph import Graph
     from ipuxl.lowering import GraphLowering
 
-__all__ = ["repeat", "repeat_with_info"]
+__all__ = ["repeat", "repeat_with_info", "LoopSiteInfo"]
 
-# Op inputs 0 and 1 are the trip count and the keep-going flag; user inputs follow.
-_USER_OFFSET = 2
+# Wrapper inputs 0 and 1 are the iteration counter and the keep-going flag: op input i
+# feeds wrapper input i + 2 (PopART's LoopOp index of the input).
+_INPUT_OFFSET = 2
 # The trip count is an int32 constant, as in PopXL.
 _MAX_COUNT = 2**31 - 1
 
@@ -56,9 +61,9 @@ _MAX_COUNT = 2**31 - 1
 def _lower_repeat(lowering: GraphLowering, op: Op) -> None:
     (wrapper,) = op.attrs["graphs"]
     count = op.attrs["repeat_count"]
-    user_tensors = op.inputs[_USER_OFFSET:]
+    user_tensors = op.inputs
     carried = len(op.outputs)
-    modified = [i - _USER_OFFSET for i in op.attrs["modified"] if i >= _USER_OFFSET]
+    modified = list(op.attrs["modified"])
     streams = lowering.streams
     from ipuxl.lowering import graph_streams, stream_advance
 
@@ -70,7 +75,7 @@ def _lower_repeat(lowering: GraphLowering, op: Op) -> None:
         streams.restore(*stream_sets, carry)
         outputs, finals = lowering.subgraphs.call(
             wrapper, (jnp.asarray(i, jnp.int32), keep_going, *inputs), streams, stream_sets)
-        outputs, finals = outputs[1:], finals[_USER_OFFSET:]
+        outputs, finals = outputs[1:], finals[_INPUT_OFFSET:]
         next_inputs = list(inputs)
         next_inputs[:carried] = outputs
         for index in modified:
@@ -98,7 +103,7 @@ def _lower_repeat(lowering: GraphLowering, op: Op) -> None:
 
 
 def _repeat_rule(*inputs: Tensor, graphs: tuple, repeat_count: int, modified: tuple,
-                 output_offset: int) -> list[TensorSpec]:
+                 output_offset: int, input_offset: int) -> list[TensorSpec]:
     (wrapper,) = graphs
     return [TensorSpec(t.shape, t.dtype, t.meta_shape) for t in wrapper.outputs[1:]]
 
@@ -165,9 +170,9 @@ def repeat(graph: Graph, repeat_count: int, *inputs: Any,
 
 def repeat_with_info(graph: Graph, repeat_count: int, *inputs: Any,
                      inputs_dict: Mapping[Tensor, Any] | None = None,
-                     check_inputs: bool = True) -> CallSiteInfo:
-    """Like ``repeat``, returning the :class:`CallSiteInfo` of the internal loop op (its
-    ``called_graph`` is the wrapper graph; user inputs start at op input 2)."""
+                     check_inputs: bool = True) -> LoopSiteInfo:
+    """Like ``repeat``, returning the :class:`LoopSiteInfo` of the internal loop op (its
+    ``called_graph`` is the wrapper graph; user inputs start at PopART's op index 2)."""
     repeat_count = index_argument("repeat_count", repeat_count, "repeat")
     if repeat_count < 0:
         raise ValueError(
@@ -196,11 +201,68 @@ def repeat_with_info(graph: Graph, repeat_count: int, *inputs: Any,
                 f"{list(graph_in.shape)}) of the next iteration; their types must match."
             )
     wrapper = _wrapper_graph(graph)
-    count = constant(np.int32(repeat_count), dtypes.int32, "repeat_count")
-    keep_going = constant(np.bool_(True), dtypes.bool, "repeat_keep_going")
-    op_inputs = {"trip_count": count, "keep_going": keep_going}
-    op_inputs.update({f"inputs[{i}]": t for i, t in enumerate(bound)})
-    modified = tuple(i + _USER_OFFSET for i in by_ref_indices(graph))
-    op = REPEAT.create(op_inputs, graphs=(wrapper,), repeat_count=repeat_count,
-                       modified=modified, output_offset=1)
-    return CallSiteInfo(op)
+    op = REPEAT.create({f"inputs[{i}]": t for i, t in enumerate(bound)}, graphs=(wrapper,),
+                       repeat_count=repeat_count, modified=tuple(by_ref_indices(graph)),
+                       output_offset=1, input_offset=_INPUT_OFFSET)
+    return LoopSiteInfo(op)
+
+
+class LoopSiteInfo(CallSiteInfo):
+    """The :class:`CallSiteInfo` of a loop op, indexed as PopART's ``LoopOp``: parent
+    input ``i`` is wrapper input ``i`` for ``i >= 2``; indices 0 and 1 (the trip count and
+    the condition) have no parent tensor. ``inputs`` are the connected ones, from 2."""
+
+    def parent_input(self, index: int) -> Tensor:
+        """The parent tensor at loop input ``index`` (2 or more).
+
+        Raises:
+            IndexError: no parent tensor is connected at ``index``.
+        """
+        position = index - _INPUT_OFFSET
+        if not 0 <= position < len(self.inputs):
+            raise IndexError(
+                f"The loop op has no parent tensor at input {index}: its inputs 0 and 1 (the "
+                "trip count and the condition) are unconnected and its loop inputs are "
+                f"{_INPUT_OFFSET} to {len(self.inputs) + _INPUT_OFFSET - 1}. Pass an index "
+                "in that range."
+            )
+        return self.inputs[position]
+
+    def graph_to_parent(self, graph_tensor: Tensor) -> Tensor:
+        """The parent tensor connected to a wrapper input or output.
+
+        Raises:
+            ValueError: ``graph_tensor`` is the iteration counter or the keep-going input
+                (nothing in the parent feeds them), or no input or output of the wrapper.
+        """
+        inputs = self.called_graph.inputs
+        if graph_tensor in inputs[:_INPUT_OFFSET]:
+            raise ValueError(
+                f"Tensor {graph_tensor.name} is the loop's "
+                f"{'iteration counter' if graph_tensor is inputs[0] else 'keep-going flag'}: "
+                f"no parent tensor is connected to it. Pass a loop input of "
+                f"{self.called_graph.id} (graph input {_INPUT_OFFSET} or later)."
+            )
+        if graph_tensor in inputs:
+            return self.parent_input(inputs.index(graph_tensor))
+        return super().graph_to_parent(graph_tensor)
+
+    def parent_to_graph(self, parent_tensor: Tensor) -> Tensor:
+        """The first wrapper input connected to ``parent_tensor``.
+
+        Raises:
+            ValueError: ``parent_tensor`` is not a loop input.
+        """
+        for position, tensor in enumerate(self.inputs):
+            if tensor == parent_tensor:
+                return self.called_graph.inputs[position + _INPUT_OFFSET]
+        return super().parent_to_graph(parent_tensor)
+
+    def set_parent_input_modified(self, parent_tensor: Tensor,
+                                  infer_modified_regions: bool = False) -> None:
+        """Make the loop write the final value of ``parent_tensor``'s loop input back
+        to it after the last iteration."""
+        graph_tensor = self.parent_to_graph(parent_tensor)
+        position = self.called_graph.inputs.index(graph_tensor) - _INPUT_OFFSET
+        self._site.attrs["modified"] = tuple(sorted({*self._site.attrs["modified"], position}))
+        self._site.graph.ir._edited()

@@ -2,12 +2,16 @@
 
 ``interpolate`` resizes every axis ``i`` to ``floor(in_i * scale_factor_i)`` elements. Each
 output coordinate ``x`` maps to an input coordinate by ``coordinate_transformation_mode``
-(``s`` the scale, ``n``/``m`` the input/output lengths):
+(``s`` the scale, ``n`` the input length):
 
 * ``half_pixel``: ``(x + 0.5) / s - 0.5``
-* ``pytorch_half_pixel``: the same, but 0 when ``m == 1``
-* ``align_corners``: ``x * (n - 1) / (m - 1)``, 0 when ``m == 1``
+* ``pytorch_half_pixel``: the same, but 0 when ``n * s <= 1``
+* ``align_corners``: ``x * (n - 1) / (n * s - 1)``, 0 when ``n * s == 1``
 * ``asymmetric``: ``x / s``
+
+As in PopART (and ONNX's reference implementation), ``n * s`` is not rounded down here;
+as in PopART, the coordinates and weights are computed in float32 from the float32 scale
+(in float64 for a float64 input, a dtype PopART does not have).
 
 ``nearest`` takes the input element the coordinate rounds to (``nearest_mode``:
 ``round_prefer_floor``, ``round_prefer_ceil``, ``floor`` or ``ceil``); ``linear`` and
@@ -45,7 +49,7 @@ import numpy as np
 from jax import lax
 
 from ipuxl.op import OpDef
-from ipuxl.ops.conv import int_tuple, int_value
+from ipuxl.ops.conv_args import int_tuple, int_value
 from ipuxl.ops.nn import check_float, widened
 from ipuxl.ops.type_rules import FLOAT_DTYPES, INT_DTYPES, require_dtype
 from ipuxl.popart import popart_exception
@@ -86,25 +90,33 @@ def _resized_shape(shape: Sequence[int], scale_factor: tuple[float, ...]) -> tup
     return sizes
 
 
-def _source_coordinates(size: int, resized: int, scale: float, transform: str) -> np.ndarray:
-    """The input coordinate of each output element of one axis (ONNX Resize)."""
-    x = np.arange(resized, dtype=np.float64)
+def _source_coordinates(size: int, resized: int, scale: float, transform: str,
+                        precision: np.dtype) -> np.ndarray:
+    """The input coordinate of each output element of one axis, computed in ``precision``
+    from the scale rounded to it (float32 for every dtype PopART has, as it computes)."""
+    x = np.arange(resized, dtype=precision)
+    one, half = precision.type(1), precision.type(0.5)
+    scale = precision.type(scale)
+    scaled_size = precision.type(size) * scale  # the output length n * s, unfloored
     if transform == "asymmetric":
         return x / scale
     if transform == "align_corners":
-        return x * (size - 1) / (resized - 1) if resized > 1 else np.zeros(1)
-    if transform == "pytorch_half_pixel" and resized == 1:
-        return np.zeros(1)
-    return (x + 0.5) / scale - 0.5
+        if scaled_size == 1:
+            return np.zeros(resized, precision)
+        return x * precision.type(size - 1) / (scaled_size - one)
+    if transform == "pytorch_half_pixel" and not scaled_size > 1:
+        return np.zeros(resized, precision)
+    return (x + half) / scale - half
 
 
 def _taps(coordinates: np.ndarray, mode: str, nearest_mode: str
           ) -> tuple[np.ndarray, np.ndarray]:
-    """The input indices ``(m, taps)`` (unclamped) and weights ``(m, taps)`` of each output
-    element."""
+    """The input indices ``(m, taps)`` (unclamped) and weights ``(m, taps)`` of each
+    output element, in the coordinates' precision."""
+    one = coordinates.dtype.type(1)
+    base = np.floor(coordinates)
+    fraction = coordinates - base
     if mode == "nearest":
-        base = np.floor(coordinates)
-        fraction = coordinates - base
         if nearest_mode == "floor":
             up = np.zeros_like(fraction, bool)
         elif nearest_mode == "ceil":
@@ -113,14 +125,18 @@ def _taps(coordinates: np.ndarray, mode: str, nearest_mode: str
             up = fraction > 0.5
         else:
             up = fraction >= 0.5
-        return (base + up)[:, None], np.ones((len(coordinates), 1))
-    base = np.floor(coordinates)
-    r = (coordinates - base)[:, None]
+        return (base + up)[:, None], np.ones((len(coordinates), 1), coordinates.dtype)
     if mode == "linear":
-        return base[:, None] + np.arange(2), np.concatenate([1 - r, r], axis=1)
-    a = CUBIC_COEFFICIENT
-    distances = np.concatenate([r + 1, r, 1 - r, 2 - r], axis=1)
-    near = ((a + 2) * distances - (a + 3)) * distances**2 + 1  # |d| <= 1
+        # PopART: the floor and ceil elements, weighted by the fraction of the coordinate
+        # clamped at 0.
+        clamped = np.maximum(coordinates, 0 * one)
+        r = (clamped - np.floor(clamped))[:, None]
+        indices = np.stack([base, np.ceil(coordinates)], axis=1)
+        return indices, np.concatenate([one - r, r], axis=1)
+    a = coordinates.dtype.type(CUBIC_COEFFICIENT)
+    r = fraction[:, None]
+    distances = np.concatenate([r + one, r, one - r, 2 * one - r], axis=1)
+    near = ((a + 2) * distances - (a + 3)) * distances * distances + one  # |d| <= 1
     far = ((a * distances - 5 * a) * distances + 8 * a) * distances - 4 * a  # 1 < |d| < 2
     weights = np.where(distances <= 1, near, far)
     return base[:, None] + np.arange(-1, 3), weights
@@ -137,11 +153,13 @@ def _interpolate(x: jax.Array, *, scale_factor: tuple[float, ...], mode: str,
                  nearest_mode: str, coordinate_transformation_mode: str) -> jax.Array:
     dtype = x.dtype
     x = widened(x)
+    precision = np.dtype(np.float64 if x.dtype == np.float64 else np.float32)
     resized = _resized_shape(x.shape, scale_factor)
     for axis, (size, new, scale) in enumerate(zip(x.shape, resized, scale_factor)):
         if new == size and scale == 1:  # every transform maps x to x
             continue
-        coordinates = _source_coordinates(size, new, scale, coordinate_transformation_mode)
+        coordinates = _source_coordinates(size, new, scale, coordinate_transformation_mode,
+                                          precision)
         indices, weights = _taps(coordinates, mode, nearest_mode)
         indices = np.clip(indices, 0, size - 1).astype(np.int32)
         broadcast = [1] * x.ndim

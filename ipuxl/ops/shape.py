@@ -25,7 +25,7 @@ import numpy as np
 
 from ipuxl.host_values import axes_argument, index_argument, index_arguments
 from ipuxl.op import OpDef, check_is_tensor
-from ipuxl.ops.type_rules import normalize_axes
+from ipuxl.ops.type_rules import cast_hint, normalize_axes
 from ipuxl.popart import popart_exception
 from ipuxl.tensor import Tensor, TensorSpec
 
@@ -158,6 +158,13 @@ def _permutation(t: Tensor, permutation: Iterable[int] | None) -> tuple[int, ...
     if permutation is None:
         return tuple(reversed(range(t.rank)))
     given = index_arguments("permutation", permutation, "transpose")
+    too_large = tuple(p for p in given if p >= t.rank)
+    if too_large:
+        raise ValueError(
+            f"Values in permutation must be less than the tensor's rank {t.rank}. Found "
+            f"{too_large} in {tuple(given)} for `{t.id}` {t.shape}. Give each axis of "
+            f"`{t.id}` once, from 0 to {t.rank - 1} (negative values count from the end)."
+        )
     perm = tuple(p % t.rank if t.rank and -t.rank <= p < t.rank else p for p in given)
     if sorted(perm) != list(range(t.rank)):
         raise ValueError(
@@ -191,8 +198,9 @@ def _concat_rule(*ts: Tensor, axis: int) -> list[TensorSpec]:
     for other in ts[1:]:
         if other.dtype != first.dtype:
             raise TypeError(
-                "All inputs to a concat operation must have the same type. "
-                f"`{first.id}` is {first.dtype.name} but `{other.id}` is {other.dtype.name}."
+                "All inputs to a concat operation must have the same type: "
+                f"`{first.id}` is {first.dtype.name} but `{other.id}` is {other.dtype.name}. "
+                f"Convert `{other.id}` first: `{cast_hint(other, first.dtype)}`."
             )
         if other.rank != first.rank or builtins.any(
             a != b for i, (a, b) in enumerate(zip(first.shape, other.shape)) if i != axis
@@ -243,6 +251,13 @@ def concat_(ts: Iterable[Tensor], axis: int = 0) -> Tensor:
 
 
 def _split_rule(t: Tensor, *, splits: tuple[int, ...], axis: int) -> list[TensorSpec]:
+    # PopART's Split checks the sizes when the op is set up, so the error is its own.
+    if builtins.sum(splits) != t.shape[axis]:
+        raise popart_exception(
+            f"splits {builtins.sum(splits)} invalid for dimension of size {t.shape[axis]}: "
+            f"the sizes {splits} must sum to the length of axis {axis} of `{t.id}` "
+            f"{t.shape}."
+        )
     shapes = []
     for size in splits:
         shape = list(t.shape)
@@ -265,8 +280,8 @@ def split(t: Tensor, splits: int | list[int], axis: int = 0) -> list[Tensor]:
 
     Raises:
         TypeError: ``splits`` or ``axis`` is not an integer (or a list of them).
-        ValueError: an int ``splits`` does not divide the axis, or the sizes are negative or
-            do not sum to it.
+        ValueError: an int ``splits`` does not divide the axis, or a size is negative.
+        popart_exception: the sizes do not sum to the axis' length (PopART's check).
     """
     check_is_tensor("t", t)
     (axis,) = normalize_axes("split", index_argument("axis", axis, "split"), t.rank)
@@ -282,11 +297,6 @@ def split(t: Tensor, splits: int | list[int], axis: int = 0) -> list[Tensor]:
         sizes = splits
         if builtins.any(size < 0 for size in sizes):
             raise ValueError(f"split sizes must not be negative, got {sizes}.")
-        if builtins.sum(sizes) != length:
-            raise ValueError(
-                f"split sizes {sizes} sum to {builtins.sum(sizes)}, but axis {axis} of "
-                f"`{t.id}` has length {length}."
-            )
     return list(_SPLIT.apply({"t": t}, splits=sizes, axis=axis))
 
 

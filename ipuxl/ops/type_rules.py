@@ -7,7 +7,7 @@ or define their own next to the op.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -26,6 +26,7 @@ __all__ = [
     "TO_FP8_SOURCES",
     "same_as_input",
     "float_only",
+    "float_when_compiled",
     "bool_output",
     "broadcast_shapes",
     "binary_same_dtype",
@@ -127,6 +128,32 @@ def float_only(op: str) -> Any:
     return rule
 
 
+def float_when_compiled(op: str, lower: Callable) -> Callable:
+    """``lower``, refusing a first input that is not floating point when the op is compiled.
+
+    For ops that PopART builds for any dtype (its ``setup`` copies the input type) but
+    the device cannot compile for integers (``swish``, ``dropout``): such an op enters
+    the graph, as in PopXL, and the ``Session`` that compiles it raises, as PopART's
+    would.
+
+    Raises:
+        popart_exception: (when lowered) the input is not a floating point tensor.
+    """
+
+    def checked(x: Any, *rest: Any, **attrs: Any) -> Any:
+        dtype = dtypes.dtype.as_dtype(x.dtype)
+        if dtype not in FLOAT_DTYPES:
+            names = ", ".join(d.name for d in FLOAT_DTYPES)
+            raise popart_exception(
+                f"{op} does not support dtype {dtype.name}: it needs a floating point tensor "
+                f"({names}). PopART builds the op for any dtype, but the device cannot "
+                f"compile it for {dtype.name}. Cast the input first with `ops.cast`."
+            )
+        return lower(x, *rest, **attrs)
+
+    return checked
+
+
 def bool_output(t: Tensor, *rest: Any, **attrs: Any) -> list[TensorSpec]:
     """One bool output with the first input's shape."""
     return [TensorSpec(t.shape, dtypes.bool)]
@@ -170,12 +197,11 @@ def binary_same_dtype(op: str) -> Any:
     return rule
 
 
-def binary_bool_output(op: str, same_dtype: bool = True) -> Any:
-    """Broadcast shapes; bool output."""
+def binary_bool_output(op: str) -> Any:
+    """Broadcast shapes; all inputs share one dtype; bool output."""
 
     def rule(*tensors: Tensor, **attrs: Any) -> list[TensorSpec]:
-        if same_dtype:
-            _check_same_dtype(op, tensors)
+        _check_same_dtype(op, tensors)
         return [TensorSpec(broadcast_shapes(op, tensors), dtypes.bool)]
 
     return rule

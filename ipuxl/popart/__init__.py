@@ -53,6 +53,7 @@ class VariableRetrievalMode(Enum):
 
 # name -> module that defines it (imported on first use).
 _LAZY = {
+    "VirtualGraphMode": "ipuxl.session_options",
     "CommGroup": "ipuxl.ops.collectives.groups",
     "CommGroupType": "ipuxl.ops.collectives.groups",
     "Builder": "ipuxl.popart.builder",

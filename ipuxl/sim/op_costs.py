@@ -40,8 +40,8 @@ from ipuxl.sim.matmul_plan import (
 )
 from ipuxl.sim.target import Target
 
-__all__ = ["KIND", "OpCost", "cost_op", "SUPERVISOR_CYCLES", "WORKER_PROLOGUE_CYCLES",
-           "TRANSCENDENTAL"]
+__all__ = ["KIND", "ALLOCATION", "LOADS_INTO_DESTINATION", "OpCost", "cost_op",
+           "SUPERVISOR_CYCLES", "WORKER_PROLOGUE_CYCLES", "TRANSCENDENTAL"]
 
 SUPERVISOR_CYCLES = 11  # poplibs basicOpSupervisorOverhead
 WORKER_PROLOGUE_CYCLES = 16  # poplibs worker prologues (15-16)
@@ -54,8 +54,8 @@ _FAMILIES: dict[str, str] = {
     # aliases: no memory, no cycles
     "view": "reshape_ transpose_ slice_ concat_ detach_ remote_code_load",
     "elementwise": (
-        "abs ceil floor cos sin tanh sqrt log log2 exp exp_ negate sign relu relu_ gelu gelu_ "
-        "geluerf geluerf_ swish swish_ sigmoid isnan isinf isfinite logical_not add add_ sub "
+        "abs ceil floor cos sin tanh sqrt log exp exp_ negate sign relu relu_ gelu gelu_ "
+        "geluerf geluerf_ swish swish_ sigmoid isnan isinf logical_not add add_ sub "
         "mul div fmod pow maximum equal greater logical_and logical_or where clip cast "
         "scaled_add scaled_add_ increment_mod increment_mod_ identity detach "
         "pow2scale_cast_to_fp8 pow2scale_cast_from_fp8 accumulate_ accumulate_mean_ "
@@ -85,9 +85,14 @@ _FAMILIES: dict[str, str] = {
 }
 KIND: dict[str, str] = {name: kind for kind, names in _FAMILIES.items()
                         for name in names.split()}
+# The cost kind of an op with no program: an ``init`` of undefined contents.
+ALLOCATION = "allocation"
+# Ops whose output 0 is their input 0, filled in place (PopART inplaces them): the loads,
+# whose destination an ``init`` created.
+LOADS_INTO_DESTINATION = frozenset({"host_load", "remote_load"})
 
 TRANSCENDENTAL = frozenset(
-    "cos sin tanh sqrt log log2 exp exp_ gelu gelu_ geluerf geluerf_ swish swish_ sigmoid "
+    "cos sin tanh sqrt log exp exp_ gelu gelu_ geluerf geluerf_ swish swish_ sigmoid "
     "div fmod pow adam_updater adamax_updater lamb_updater adam_var_update softmax "
     "log_softmax logsumexp logsum layer_norm group_norm batch_norm_inference nll_loss "
     "nll_loss_with_softmax_grad random_normal".split())
@@ -358,13 +363,13 @@ def _gather(op: Any, ctx: OpContext) -> OpCost:
 
 def _host(op: Any, ctx: OpContext) -> OpCost:
     """A stream copy: host-link latency (paid once per run of adjacent copies, by the
-    walk) plus bytes over the link."""
+    walk) plus bytes over the link. A load fills its destination (input 0, see
+    :data:`LOADS_INTO_DESTINATION`)."""
     t = ctx.target
-    first, tiles = ctx.tile_run(op)
     if op.name == "host_load":
         out = op.outputs[0]
-        m = linear_map(out.nelms, out.dtype.itemsize, tiles, first)
-        moved, outputs = out.nelms * out.dtype.itemsize, [m]
+        m = ctx.map_of(op.inputs[0])
+        moved, outputs = out.nelms * out.dtype.itemsize, [None]
     else:
         m = ctx.map_of(op.inputs[0])
         moved, outputs = op.inputs[0].nelms * op.inputs[0].dtype.itemsize, []
@@ -377,17 +382,12 @@ def _host(op: Any, ctx: OpContext) -> OpCost:
 def _remote(op: Any, ctx: OpContext) -> OpCost:
     """Streaming memory: the host-link model unless the target sets its own bandwidth."""
     t = ctx.target
-    first, tiles = ctx.tile_run(op)
-    if op.name == "remote_load":
-        out = op.outputs[0]
-        m = linear_map(out.nelms, out.dtype.itemsize, tiles, first)
-        outputs: list[TileMap | None] = [m]
-        moved = out.nelms * out.dtype.itemsize
-    else:
-        data = op.inputs[-1]
-        m = ctx.map_of(data)
-        outputs = [None] * len(op.outputs)
-        moved = data.nelms * data.dtype.itemsize
+    # Every remote op moves its input 0 (the destination a load fills, the data a store
+    # sends) and owns no memory: a load's output is its destination.
+    data = op.inputs[0]
+    m = ctx.map_of(data)
+    outputs: list[TileMap | None] = [None] * len(op.outputs)
+    moved = data.nelms * data.dtype.itemsize
     bandwidth = t.streamingMemoryBandwidth or t.hostBandwidth
     cycles = math.ceil(moved / bandwidth * t.tileClockFrequency)
     return OpCost("remote", outputs, host=cycles, offchip_bytes=moved,
@@ -411,7 +411,7 @@ def _collective(op: Any, ctx: OpContext, replicas: int) -> OpCost:
     data = max([x.nelms * x.dtype.itemsize for x in (*op.inputs, *op.outputs)] + [0])
     if op.name in ("replicated_slice", "replica_sharded_slice") or group <= 1:
         factor = 0.0
-    elif "all_reduce" in op.name:
+    elif "all_reduce" in op.name or "AllReduce" in op.name:
         factor = 2 * (group - 1) / group
     else:
         factor = (group - 1) / group
@@ -463,6 +463,15 @@ def _io_copy(op: Any, ctx: OpContext) -> OpCost:
                   tiles=(m.start, m.num_tiles), exchange_regions=1)
 
 
+def _allocation(op: Any, ctx: OpContext) -> OpCost:
+    """An ``init`` of undefined contents (PopART's ``InitType::NoInit``, the destination
+    of every host and remote load): memory laid out linearly over the op's tile set, and
+    no program, so no cycles, no code and no break in a run of host copies."""
+    first, tiles = ctx.tile_run(op)
+    out = op.outputs[0]
+    return OpCost(ALLOCATION, [linear_map(out.nelms, out.dtype.itemsize, tiles, first)])
+
+
 def _view(op: Any, ctx: OpContext) -> OpCost:
     return OpCost("view", [None] * len(op.outputs))
 
@@ -489,6 +498,8 @@ def cost_op(op: Any, ctx: OpContext, replicas: int = 1) -> OpCost:
     """The cost of a non-control op (``KIND[op.name]`` picks the rule)."""
     if op.name not in KIND and "forward" in op.attrs:
         return _gradient(op, ctx, replicas)
+    if op.name == "init" and op.attrs["init_type"] == "undef":
+        return _allocation(op, ctx)
     kind = KIND.get(op.name) or op.opdef.cost_kind or "elementwise"
     if kind == "view" or (op.opdef.is_view and kind != "remote"):
         return _view(op, ctx)

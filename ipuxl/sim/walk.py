@@ -32,7 +32,15 @@ import numpy as np
 from ipuxl.remote_buffer import remote_slot
 from ipuxl.replica_sharding import shards_of
 from ipuxl.sim.mapping import TileMap, linear_map
-from ipuxl.sim.op_costs import KIND, VERTEX_CODE_BYTES, OpContext, OpCost, cost_op
+from ipuxl.sim.op_costs import (
+    ALLOCATION,
+    KIND,
+    LOADS_INTO_DESTINATION,
+    VERTEX_CODE_BYTES,
+    OpContext,
+    OpCost,
+    cost_op,
+)
 from ipuxl.sim.target import Target
 
 __all__ = ["Walker", "GraphProfile", "Step", "TensorRecord", "ALWAYS_LIVE_CATEGORIES"]
@@ -257,10 +265,12 @@ class Walker:
         for s, op in enumerate(ops):
             step = self._cost_step(s, graph_id, op)
             cost = step.cost
-            # Host copies next to each other share one host sync (spec §7.4).
+            # Host copies next to each other share one host sync (spec §7.4); an op with
+            # no program (the init of a load's destination) does not separate them.
             if cost.kind == "host" and not previous_host:
                 cost.sync += self.target.hostSyncCycles
-            previous_host = cost.kind == "host"
+            if cost.kind != ALLOCATION:
+                previous_host = cost.kind == "host"
             self._charge_code(cost, graph_id)
             lo, hi = self.total_tiles, 0
             added: list[TileMap] = []
@@ -332,7 +342,7 @@ class Walker:
         outputs = [linear_map(o.nelms, o.dtype.itemsize, t.computeTiles, first)
                    for o in op.outputs]
         modified = set(op.attrs.get("modified", ()))
-        skip = {"call": 0, "repeat": 2, "conditional": 1}.get(op.name, 0)
+        skip = {"conditional": 1}.get(op.name, 0)  # the condition is not copied
         copies = [self._map_of(x) for i, x in enumerate(op.inputs)
                   if i >= skip and i not in modified]
         copy_bytes = max([int(m.bytes.max()) for m in copies if m.num_tiles] + [0])
@@ -388,11 +398,13 @@ def _placement(tensor: Any, attr: str, default: Any) -> Any:
 
 
 def _alias_roots(tensor: Any) -> tuple[Any, ...]:
-    """The tensors that own ``tensor``'s memory (itself unless it is a view or an
-    in-place output)."""
+    """The tensors that own ``tensor``'s memory (itself unless it is a view, an in-place
+    output or a load's output, which is the destination the load filled)."""
     op = tensor._producer
     if op is None:
         return (tensor,)
+    if op.name in LOADS_INTO_DESTINATION and tensor is op.outputs[0]:
+        return _alias_roots(op.inputs[0])
     opdef = op.opdef
     if opdef.is_view:
         roots: tuple[Any, ...] = ()

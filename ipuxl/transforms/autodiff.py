@@ -174,8 +174,10 @@ class GradBuilder:
     # --------------------------------------------------------------- the walk
     def build(self, provided: Sequence[Tensor], required: Sequence[Tensor]) -> GradGraphInfo:
         active = self._active_ops(required)
-        # Differentiate called graphs first: that adds their outputs to our call sites.
-        for op in active:
+        # Differentiate called graphs first, as PopART does: every graph this one calls,
+        # on the gradient path or not (so a graph marked unsafe to autodiff is refused
+        # wherever it is called). That also adds their outputs to our call sites.
+        for op in self.forward.ops:
             if op.opdef.grad is not None:
                 for callee in op.attrs.get("graphs", ()):
                     self.grad_info(callee)

@@ -63,11 +63,9 @@ def test_repeat_graph_moves_the_main_graph_into_a_loop():
     assert ir.main_graph._pb_graph.getOps() == [info._op]
     assert [op.opType() for op in body._pb_graph.getOps()] == ["Mul", "Sin", "AddLhsInplace"]
     assert isinstance(info._op, _ir.op.LoopOp)
-    # Dangling tensors of the erased ops left with their readers.
-    # The erased ops' outputs left with their readers: the variables and the loop's
-    # trip count and flag remain.
-    assert {t.name for t in ir.main_graph.tensors} == {
-        "x", "w", "repeat_count", "repeat_keep_going"}
+    # The erased ops' outputs left with their readers: only the variables remain (the
+    # loop's trip count is an attribute, as in PopART, not a tensor).
+    assert {t.name for t in ir.main_graph.tensors} == {"x", "w"}
     expected = np.arange(3, dtype=np.float32)
     for _ in range(3):
         expected = expected + np.sin(expected * 2)

@@ -68,10 +68,18 @@ def test_partials_type_hint_wins_over_session_option():
     assert matmul_op("half", popxl.float32).getPartialsType() is _ir.op.MatMulPartialsType.FLOAT
 
 
-def test_partials_type_bad_session_option():
-    op = matmul_op("foo")
-    with pytest.raises(ValueError, match="partialsTypeMatMuls is 'foo'"):
-        op.getPartialsType()
+@pytest.mark.parametrize("option", ["foo", "double", 2])
+def test_partials_type_bad_session_option_refuses_the_matmul(option):
+    # PopXL reads the option when it builds a matmul without partials_type.
+    with pytest.raises(ValueError, match=r"^matmul: the session option partialsTypeMatMuls "
+                                         rf"must be 'float', 'half' or '' \(float\), got "
+                                         rf"{option!r}\. "):
+        matmul_op(option)
+
+
+def test_partials_type_session_option_is_read_in_any_case_and_ignored_with_the_argument():
+    assert matmul_op("HALF").getPartialsType() is _ir.op.MatMulPartialsType.HALF
+    assert matmul_op("foo", popxl.float16).getPartialsType() is _ir.op.MatMulPartialsType.HALF
 
 
 # ------------------------------------------------------------------ isOptimizerOp

@@ -87,7 +87,7 @@ def test_op_classes_and_types_follow_popart():
     main = ir.main_graph._pb_graph.getOps()
     expected = [(_ir.op.CallOp, "Call"), (_ir.op.LoopOp, "Loop"),
                 (_ir.op.AddLhsInplaceOp, "AddLhsInplace"), (_ir.op.IpuCopyOp, "IpuCopy")]
-    # The repeat's trip count and flag are constants, not ops: four ops in main.
+    # The repeat's trip count is an attribute, not an op or tensor: four ops in main.
     assert [type(op) for op in main] == [cls for cls, _ in expected]
     assert [op.opType() for op in main] == [name for _, name in expected]
     body = ir.graphs[1]._pb_graph.getOps()
@@ -113,6 +113,52 @@ def test_class_table(name, cls):
 
 def test_accumulator_zero_is_an_accumulator_scale():
     assert issubclass(_ir.op.AccumulatorZeroOp, _ir.op.AccumulatorScaleOp)
+
+
+def _vector(n=4):
+    return popxl.variable(np.ones(n, np.float32))
+
+
+# Each case: an op built as PopXL builds it, its PopART opType() and class. The opType is
+# the op's OperatorIdentifier (ONNX's name, or the ai.graphcore one), not the class name.
+@pytest.mark.parametrize("build, op_type, cls", [
+    (lambda: ops.batch_norm_inference(popxl.variable(np.ones((2, 4, 3), np.float32)),
+                                      *(_vector() for _ in range(4))),
+     "BatchNormalization", _ir.op.BatchNormOp),
+    (lambda: ops.group_norm(popxl.variable(np.ones((2, 4), np.float32)), _vector(), _vector(),
+                            2),
+     "GroupNormalization", _ir.op.GroupNormOp),
+    (lambda: ops.onehot(popxl.variable(np.arange(3, dtype=np.int32)),
+                        popxl.constant(np.int32(4)), popxl.constant(np.float32([0, 1])), 0),
+     "OneHot", _ir.op.OnehotOp),
+    (lambda: ops.tied_gather(_vector(), popxl.constant(np.int32([0, 1]))),
+     "PopartTiedGather", _ir.op.TiedGatherOp),
+    (lambda: ops.var_updates.sparse_accumulate_(_vector(), _vector(2),
+                                                popxl.constant(np.int32([0, 1]))),
+     "PopartSparseAccumulate", _ir.op.SparseAccumulateOp),
+    (lambda: ops.var_updates.accumulator_zero_(_vector()), "AccumulatorScale",
+     _ir.op.AccumulatorZeroOp),  # an AccumulatorScaleOp, as in PopART
+    (lambda: ops.dynamic_slice(_vector(), popxl.constant(np.uint32([1])), [0], [2], True),
+     "DynamicSlice", _ir.op.dynamic.DynamicSliceOp),
+    (lambda: ops.dynamic_update_(_vector(), popxl.constant(np.uint32([1])), _vector(2), [0],
+                                 [2], True),
+     "DynamicUpdateInplace", _ir.op.dynamic.DynamicUpdateInplaceOp),
+    (lambda: -_vector(), "Neg", _ir.op.NegateOp),
+])
+def test_op_types_are_popart_operator_names(build, op_type, cls):
+    ir = popxl.Ir()
+    with ir.main_graph:
+        build()
+    *_, op = ir.main_graph._pb_graph.getOps()
+    assert (op.opType(), type(op)) == (op_type, cls)
+    assert type(op).__module__ == cls.__module__
+
+
+def test_dynamic_ops_live_in_op_dynamic():
+    assert _ir.op.dynamic.__all__ == ["DynamicSliceOp", "DynamicUpdateInplaceOp",
+                                      "DynamicUpdateOp"]
+    assert _ir.op.dynamic.DynamicSliceOp.__module__ == "ipuxl.popart._internal.ir.op.dynamic"
+    assert not hasattr(_ir.op, "DynamicSliceOp")
 
 
 def test_schedule_and_ids():
@@ -147,7 +193,22 @@ def test_inputs_and_outputs_by_index():
     assert call.opInToSubgraphInIndex(1) == 1 and call.subgraphInToOpInIndex(1) == 1
     assert loop.getTripCountValue() == 3
     assert loop.getNumExplicitInputs() == 3  # trip count, flag, one carried input
-    assert loop.inTensor(2) is y._pb_tensor
+    assert loop.getNumImplicitInputs() == 0
+    # PopART's LoopOp: inputs 0 and 1 are unconnected, the loop inputs start at 2.
+    assert loop.inTensor(2) is y._pb_tensor and loop.inId(2) == y.id
+    assert loop.getInputIndexMap() == {2: y._pb_tensor} and loop.inTensorCount() == 1
+    assert loop.inIndex(y._pb_tensor) == 2
+    assert [loop.hasInput(i) for i in range(4)] == [False, False, True, False]
+    for index in (0, 1, 3):
+        with pytest.raises(popart_exception, match=rf"has no input at index {index}: its "
+                           "connected inputs are 2 to 2"):
+            loop.inTensor(index)
+    assert not loop.modifiesIndex(2)
+    loop.addModified(2, [_ir.view.Region.getFull([2, 2])])
+    assert loop.modifiesIndex(2) and loop.modifies(y._pb_tensor)
+    with pytest.raises(popart_exception, match=r"has no input 1 that a graph can modify "
+                       r"\(inputs 2 to 2\)"):
+        loop.addModified(1, [_ir.view.Region.getFull([2, 2])])
     assert loop.subgraphOutToOpOutIndex(1) == 0 and loop.opOutToSubgraphOutIndex(0) == 1
     wrapper = loop.getCalledGraph()
     assert wrapper.getInputIds() == [t.id for t in popxl.Graph._from_pb(wrapper).inputs]
@@ -222,6 +283,32 @@ def test_options_and_patterns_reach_the_same_objects():
     assert _ir.ExecutionContext.WeightsFromHostFragment.value == "weights_from_host"
 
 
+def test_data_flow_is_the_irs_batches_per_step_and_anchors():
+    from ipuxl import popart
+
+    ir = popxl.Ir()
+    pb_ir = ir._pb_ir
+    # Before setDataFlow: one batch per step, no anchors.
+    assert (pb_ir.getDataFlow().batchesPerStep(), pb_ir.getDataFlow().anchors()) == (1, [])
+    pb_ir.setDataFlow(popart.DataFlow(4, {"y": popart.AnchorReturnType("All")}))
+    assert ir.num_host_transfers == 4
+    flow = pb_ir.getDataFlow()
+    assert flow.anchors() == ["y"] and flow.art("y").str() == "ALL"
+    flow.setBatchesPerStep(6)  # PopXL's num_host_transfers setter does this
+    assert ir.num_host_transfers == 6 and pb_ir.getDataFlow().batchesPerStep() == 6
+    ir.num_host_transfers = 2
+    assert pb_ir.getDataFlow().batchesPerStep() == 2
+    with pytest.raises(popart_exception, match="^User must specify an anchor tensor when "
+                       "doing inference: DataFlow"):
+        pb_ir.setDataFlow(popart.DataFlow(3, {}))
+    with pytest.raises(TypeError, match="^Ir.setDataFlow takes a popart.DataFlow, got int 3"):
+        pb_ir.setDataFlow(3)
+    assert ir.num_host_transfers == 2 and pb_ir.getDataFlow().anchors() == ["y"]
+    before = str(ir)
+    pb_ir.updateVertices()
+    assert str(ir) == before
+
+
 def grad_program():
     ir = popxl.Ir()
     with ir.main_graph:
@@ -278,3 +365,15 @@ def test_bwd_graph_info_errors():
         _ir.ExpectedConnection("w", "Fwd")
     with pytest.raises(TypeError, match="forward tensor's id as a string"):
         _ir.ExpectedConnection(3, _ir.ExpectedConnectionType.Fwd)
+
+
+def test_a_graph_contains_the_ids_of_its_tensors():
+    ir = popxl.Ir()
+    with ir.main_graph:
+        x = popxl.variable(np.ones(2, np.float32), name="x")
+        stream = popxl.h2d_stream((2,), popxl.float32, "in")
+        graph = ir.create_graph(lambda a: a + 1, x)
+    main = ir.main_graph._pb_graph
+    assert x.id in main and stream.tensor_id in main
+    assert "nothing" not in main and 3 not in main
+    assert x.id not in graph._pb_graph

@@ -54,6 +54,7 @@ from ipuxl.ops.collectives.named_axis import (
     reduce,
     reduction_grad,
 )
+from ipuxl.ops.shape import flatten, reshape, transpose
 from ipuxl.ops.type_rules import normalize_axes
 from ipuxl.replica_axis import REPLICA_AXIS
 from ipuxl.replica_grouping import ReplicaGrouping
@@ -398,43 +399,29 @@ def replicated_slice(t: Tensor, axis: int = 0, group: ReplicaGrouping | None = N
 # ------------------------------------------------------------------ all-gather
 
 
-def _gather_shape(shape: tuple[int, ...], output_shape: str, axis: int | None,
-                  meta_shape: tuple[int, ...] | None, group_size: int) -> tuple[int, ...]:
-    if output_shape == "new_axis":
-        return (group_size, *shape)
-    if output_shape == "concat":
-        return (*shape[:axis], group_size * shape[axis], *shape[axis + 1:])
-    return meta_shape
-
-
-def _gather_rule(t: Tensor, *, output_shape: str, axis: int | None,
-                 meta_shape: tuple[int, ...] | None, assignment: tuple[int, ...]
-                 ) -> list[TensorSpec]:
+def _gather_rule(t: Tensor, *, output_shape: str, meta_shape: tuple[int, ...] | None,
+                 assignment: tuple[int, ...]) -> list[TensorSpec]:
     size = Groups(assignment).size
-    return [TensorSpec(_gather_shape(t.shape, output_shape, axis, meta_shape, size), t.dtype)]
+    if output_shape == "meta_shape":
+        return [TensorSpec(meta_shape, t.dtype)]
+    return [TensorSpec((size * t.nelms,), t.dtype)]
 
 
-def _lower_gather(x: jax.Array, *, output_shape: str, axis: int | None,
-                  meta_shape: tuple[int, ...] | None, assignment: tuple[int, ...]
-                  ) -> jax.Array:
+def _lower_gather(x: jax.Array, *, output_shape: str, meta_shape: tuple[int, ...] | None,
+                  assignment: tuple[int, ...]) -> jax.Array:
     groups = _groups(assignment, "replicated_all_gather")
 
     def forward(x: jax.Array) -> tuple[jax.Array, Any]:
         if output_shape == "meta_shape":
             return _unsharded(groups, x, meta_shape), None
-        stacked = gather(groups, x)
-        return (stacked if output_shape == "new_axis" else _concatenated(stacked, axis)), None
+        return gather(groups, x).reshape(-1), None
 
     def backward(saved: Any, grad: jax.Array) -> jax.Array:
         # This replica's part of the gathered gradient (no sum over the replicas: PopXL's
         # rule, for values the group shares).
-        index = index_in_group(groups)
-        if output_shape == "new_axis":
-            return lax.dynamic_index_in_dim(grad, index, 0, keepdims=False)
-        if output_shape == "concat":
-            length = x.shape[axis]
-            return lax.dynamic_slice_in_dim(grad, index * length, length, axis)
-        return _my_chunk(groups, _padded_flat(grad, groups.size), x.size).reshape(x.shape)
+        if output_shape == "meta_shape":
+            return _my_chunk(groups, _padded_flat(grad, groups.size), x.size).reshape(x.shape)
+        return lax.dynamic_slice_in_dim(grad, index_in_group(groups) * x.size, x.size)
 
     return _with_grad(x, forward, backward)
 
@@ -461,7 +448,10 @@ def replicated_all_gather(t: Tensor, axis: int = 0, group: ReplicaGrouping | Non
             * ``"auto"``: ``"meta_shape"`` if ``t`` has a meta shape, else ``"concat"``.
 
     Returns:
-        A new tensor of ``t``'s dtype.
+        A new tensor of ``t``'s dtype. Except for ``"meta_shape"`` it is built as PopXL
+        builds it: ``t`` (its ``axis`` moved first, for ``"concat"``) flattened, the flat
+        values gathered by the ``replicated_all_gather`` op, and that reshaped (and the
+        axis moved back).
 
     Raises:
         ValueError: ``axis`` is not an int or is out of range; ``output_shape`` is not one
@@ -492,11 +482,6 @@ def replicated_all_gather(t: Tensor, axis: int = 0, group: ReplicaGrouping | Non
     size = Groups(assignment).size
     if output_shape == "auto":
         output_shape = "meta_shape" if t.meta_shape else "concat"
-    meta_shape = None
-    if output_shape == "concat":
-        (axis,) = normalize_axes("replicated_all_gather", operator.index(axis), t.rank)
-    else:
-        axis = None
     if output_shape == "meta_shape":
         meta_shape = t.meta_shape
         if not meta_shape:
@@ -511,8 +496,25 @@ def replicated_all_gather(t: Tensor, axis: int = 0, group: ReplicaGrouping | Non
                 f"each) hold fewer elements than its meta shape {meta_shape}. Gather the "
                 "shards with the grouping they were made with."
             )
-    return _GATHER.apply({"t": t}, output_shape=output_shape, axis=axis,
-                         meta_shape=meta_shape, assignment=assignment)[0]
+        return _GATHER.apply({"t": t}, output_shape="meta_shape", meta_shape=meta_shape,
+                             assignment=assignment)[0]
+    # As PopXL builds it: the concatenation axis moved first, the tensor flattened,
+    # the flat values gathered, and the result reshaped (and the axis moved back), so
+    # autodiff sees each step.
+    moved, permutation = t, None
+    if output_shape == "concat":
+        (axis,) = normalize_axes("replicated_all_gather", operator.index(axis), t.rank)
+        if axis > 0:
+            permutation = [axis, *(d for d in range(t.rank) if d != axis)]
+            moved = transpose(t, permutation)
+    joined = _GATHER.apply({"t": flatten(moved)}, output_shape="concat", meta_shape=None,
+                           assignment=assignment)[0]
+    if output_shape == "new_axis":
+        return reshape(joined, (size, *t.shape))
+    out = reshape(joined, (size * moved.shape[0], *moved.shape[1:]))
+    if permutation is None:
+        return out
+    return transpose(out, [permutation.index(d) for d in range(t.rank)])
 
 
 def _is_integer(value: Any) -> bool:

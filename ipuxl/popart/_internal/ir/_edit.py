@@ -5,7 +5,8 @@ sites must stay consistent enough to print, verify and lower. So each edit keeps
 rule, and refuses with ``popart_exception`` (the rule, what was found, the fix) when it
 would break it:
 
-* an op has no holes: inputs connect at the next free index;
+* an op has no holes: inputs connect at the next free index (a loop op's first input
+  is input 2, PopART's ``LoopOp`` leaving 0 and 1 unconnected: see :mod:`._op`);
 * an ordinary op takes as many inputs as it was made with; a call or loop site takes
   one per input of the graph it calls, of the same type;
 * a graph's outputs change only while no op calls it, except that a graph called only
@@ -27,6 +28,8 @@ from typing import TYPE_CHECKING, Any
 from ipuxl.popart.errors import popart_exception
 from ipuxl.tensor import Tensor, TensorSpec
 
+from ._op import input_offset
+
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
@@ -46,13 +49,15 @@ _SUBGRAPH_OPS = ("call", "repeat")
 
 
 def connect_in_tensor(op: Op, index: int, tensor_id: str) -> None:
-    """Connect the tensor ``tensor_id`` of the op's graph as input ``index``."""
+    """Connect the tensor ``tensor_id`` of the op's graph as input ``index`` (PopART's
+    index: a loop's first input is 2)."""
     tensor = _tensor_of(op.graph, tensor_id)
-    if index != len(op.inputs):
+    first = input_offset(op)
+    if index != first + len(op.inputs):
         raise popart_exception(
             f"Cannot connect {tensor_id} at input {index} of {_describe(op)}: it has "
-            f"{len(op.inputs)} connected inputs, and ipuxl ops have no gaps. Connect at "
-            f"index {len(op.inputs)}."
+            f"{len(op.inputs)} connected inputs from index {first}, and ipuxl ops have no "
+            f"gaps. Connect at index {first + len(op.inputs)}."
         )
     if op.opdef.name in _SUBGRAPH_OPS:
         graph = op.attrs["graphs"][0]
@@ -72,8 +77,8 @@ def connect_in_tensor(op: Op, index: int, tensor_id: str) -> None:
         )
     else:
         names = op.input_names
-    if op.opdef.name in _SUBGRAPH_OPS and index >= len(op.input_names):
-        names = (*op.input_names, _input_name(op, index))
+    if op.opdef.name in _SUBGRAPH_OPS and len(op.inputs) >= len(op.input_names):
+        names = (*op.input_names, _input_name(len(op.inputs)))
     op.inputs = (*op.inputs, tensor)
     op.input_names = names
     op.graph._consumers_of.setdefault(tensor.id, []).append(op)
@@ -141,7 +146,7 @@ def output_specs(op: Op, what: str) -> list[TensorSpec]:
         popart_exception: an input is not connected.
     """
     if op.opdef.name in _SUBGRAPH_OPS:
-        needed = len(op.attrs["graphs"][0].inputs)
+        needed = len(op.attrs["graphs"][0].inputs) - input_offset(op)
     else:
         needed = len(op.input_names)
     if len(op.inputs) != needed:
@@ -153,17 +158,18 @@ def output_specs(op: Op, what: str) -> list[TensorSpec]:
 
 
 def add_modified(op: Op, index: int, regions: Sequence[Region]) -> None:
-    """Make a call or loop site write input ``index`` back when a region is not empty."""
+    """Make a call or loop site write input ``index`` (PopART's index) back when a region
+    is not empty."""
     _check_subgraph_op(op, "addModified")
-    first = 2 if op.opdef.name == "repeat" else 0
-    if not first <= index < len(op.inputs):
+    first = input_offset(op)
+    if not first <= index < first + len(op.inputs):
         raise popart_exception(
             f"addModified: {_describe(op)} has no input {index} that a graph can modify "
-            f"(inputs {first} to {len(op.inputs) - 1})."
+            f"(inputs {first} to {first + len(op.inputs) - 1})."
         )
     if all(region.isEmpty() for region in regions):
         return
-    op.attrs["modified"] = tuple(sorted({*op.attrs["modified"], index}))
+    op.attrs["modified"] = tuple(sorted({*op.attrs["modified"], index - first}))
     op.graph.ir._edited()
 
 
@@ -298,8 +304,6 @@ def _is_detached(tensor: Tensor) -> bool:
             and tensor not in tensor.graph.inputs)
 
 
-def _input_name(op: Op, index: int) -> str:
-    """The name of a call or loop site's input ``index``."""
-    if op.opdef.name == "repeat":
-        return ("trip_count", "keep_going")[index] if index < 2 else f"inputs[{index - 2}]"
-    return f"inputs[{index}]"
+def _input_name(position: int) -> str:
+    """The name of a call or loop site's input at ``position`` of ``op.inputs``."""
+    return f"inputs[{position}]"

@@ -5,8 +5,8 @@
 and every edit changes it (see :mod:`._edit`), so what ipuxl prints, verifies and runs is
 what the view shows.
 
-Indices are ipuxl's: a ``repeat`` op's inputs are the trip count, the keep-going flag and
-then the loop inputs, as in PopART's ``LoopOp``.
+Indices are PopART's: a ``repeat`` op's loop inputs start at index 2, its inputs 0 and 1
+(the trip count and the condition of PopART's ``LoopOp``) being unconnected.
 """
 
 from __future__ import annotations
@@ -117,6 +117,32 @@ class Ir:
         from ipuxl.session_options import PbIr
 
         return PbIr(self._object).getSessionOptions()
+
+    def setDataFlow(self, data_flow: Any) -> None:  # noqa: N802
+        """Set the Ir's batches per step (``ir.num_host_transfers``) and anchors from a
+        ``popart.DataFlow`` (see :mod:`._dataflow`).
+
+        Raises:
+            TypeError: ``data_flow`` is not a ``popart.DataFlow``.
+            popart_exception: it names no anchor.
+        """
+        from ._dataflow import set_data_flow
+
+        self._data_flow = set_data_flow(self._object, data_flow)
+
+    def getDataFlow(self) -> Any:  # noqa: N802
+        """The Ir's DataFlow: ``batchesPerStep()`` is ``ir.num_host_transfers``
+        (``setBatchesPerStep`` sets it); the anchors are those of the last
+        :meth:`setDataFlow` (none before)."""
+        from ._dataflow import IrDataFlow
+
+        flow = getattr(self, "_data_flow", None)
+        return flow if flow is not None else IrDataFlow(self._object, {})
+
+    def updateVertices(self) -> None:  # noqa: N802
+        """PopART marks here which ops lead to and from the loss (for its autodiff and
+        recomputation). ipuxl's autodiff finds those paths itself each time it runs, so
+        there is nothing to update; the IR is left as it is."""
 
     def logIr(self) -> None:  # noqa: N802
         """Print the Ir's text form (``str(ir)``), and log it on ``popart.ir``."""
@@ -327,6 +353,10 @@ class Graph:
 
     def canBeRecursivelyAutodiffed(self) -> bool:  # noqa: N802
         return self._object._can_be_recursively_autodiffed
+
+    def __contains__(self, tensor_id: object) -> bool:
+        """Whether the graph has a tensor with id ``tensor_id`` (``id in graph``)."""
+        return isinstance(tensor_id, str) and tensor_id in self._object._tensors
 
     # ----------------------------------------------------------------- identity
     def __eq__(self, other: object) -> bool:

@@ -1,12 +1,14 @@
 """Edits of a loop site (``ops.repeat``, PopART's ``LoopOp``): ``addLoopInput`` and
 ``addLoopOutput``.
 
-A loop op's inputs are the trip count, the keep-going flag, then the loop inputs; its
-graph (the wrapper PopXL builds) has the same inputs and outputs the keep-going flag
-first, so op output ``i`` is graph output ``i + 1``. The first loop inputs, one per
-output, are *carried*: output ``i`` feeds input ``i + 2`` on the next iteration. So each
-edit keeps the rule every loop keeps: **a carried input and its output have one type**.
-The rest of the loop inputs are *implicit* (read by every iteration, not carried).
+Indices are PopART's: a loop op's inputs 0 and 1 (the trip count and the keep-going
+flag) are unconnected, its loop inputs start at 2, and loop input ``i`` feeds input ``i``
+of its graph (the wrapper PopXL builds), whose inputs 0 and 1 are the iteration counter
+and the keep-going flag. The graph outputs the keep-going flag first, so op output ``i``
+is graph output ``i + 1``. The first loop inputs, one per output, are *carried*: output
+``i`` feeds input ``i + 2`` on the next iteration. So each edit keeps the rule every loop
+keeps: **a carried input and its output have one type**. The rest of the loop inputs are
+*implicit* (read by every iteration, not carried).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from ipuxl.popart.errors import popart_exception
 from ipuxl.tensor import Tensor, TensorSpec
 
 from ._edit import _check_not_called, _check_subgraph_op, _describe, _input_name, _tensor_of
+from ._op import input_offset
 
 if TYPE_CHECKING:
     from ipuxl.graph import Graph
@@ -40,12 +43,14 @@ def add_loop_input(op: Op, index: int, tensor_id: str, subgraph_tensor_id: str,
     """
     _check_subgraph_op(op, "addLoopInput", ("repeat",))
     parent = _tensor_of(op.graph, tensor_id)
-    limit = len(op.inputs) - (1 if overwrite else 0)
-    if not 2 <= index <= limit:
+    first = input_offset(op)
+    limit = first + len(op.inputs) - (1 if overwrite else 0)
+    if not first <= index <= limit:
         raise popart_exception(
             f"addLoopInput: index {index} is outside the loop inputs of {_describe(op)} "
-            f"(2 to {limit}{', overwrite=True' if overwrite else ''})."
+            f"({first} to {limit}{', overwrite=True' if overwrite else ''})."
         )
+    position = index - first
     graph = op.attrs["graphs"][0]
     if subgraph_tensor_id in graph._tensors:
         raise popart_exception(
@@ -57,18 +62,18 @@ def add_loop_input(op: Op, index: int, tensor_id: str, subgraph_tensor_id: str,
         _check_replaceable_input(op, graph, index, parent)
         old = graph._inputs[index]
         del graph._tensors[old.id]
-        _drop_consumer(op, inputs[index])
+        _drop_consumer(op, inputs[position])
         del graph._inputs[index]
-        del inputs[index]
+        del inputs[position]
     else:
-        op.attrs["modified"] = tuple(i + 1 if i >= index else i
+        op.attrs["modified"] = tuple(i + 1 if i >= position else i
                                      for i in op.attrs["modified"])
     graph_tensor = Tensor._create(graph, subgraph_tensor_id, parent.spec, None)
     graph._tensors[subgraph_tensor_id] = graph_tensor
     graph._inputs.insert(index, graph_tensor)
-    inputs.insert(index, parent)
+    inputs.insert(position, parent)
     op.inputs = tuple(inputs)
-    op.input_names = tuple(_input_name(op, i) for i in range(len(inputs)))
+    op.input_names = tuple(_input_name(i) for i in range(len(inputs)))
     op.graph._consumers_of.setdefault(parent.id, []).append(op)
     op.graph.ir._edited()
 
@@ -140,14 +145,14 @@ def _spec(tensor: Tensor) -> TensorSpec:
 
 def _check_carried_types(op: Op, graph_outputs: list[Tensor]) -> None:
     carried = graph_outputs[1:]
-    if len(carried) > len(op.inputs) - 2:
+    if len(carried) > len(op.inputs):
         raise popart_exception(
             f"addLoopOutput: {_describe(op)} would have {len(carried)} outputs and "
-            f"{len(op.inputs) - 2} loop inputs; each output is carried into a loop input. "
+            f"{len(op.inputs)} loop inputs; each output is carried into a loop input. "
             "Add the loop input first (`addLoopInput`)."
         )
     for i, output in enumerate(carried):
-        carried_into = op.inputs[i + 2]
+        carried_into = op.inputs[i]
         if _spec(output) != _spec(carried_into):
             raise popart_exception(
                 f"addLoopOutput: loop output {i} ({output.id}, {_spec(output)}) is carried "

@@ -3,7 +3,10 @@ ipuxl ops.
 
 An op's view is an instance of its PopART class (see :mod:`.op._table`), so
 ``isinstance(view, _ir.op.AddOp)`` holds of ipuxl's ``add``. Inputs and outputs are
-indexed as ipuxl's op holds them: every index from 0 to the count is connected.
+indexed as ipuxl's op holds them: every index from 0 to the count is connected, except
+that an op with an ``input_offset`` attribute starts its inputs there. That is the loop
+op (``ops.repeat``): PopART's ``LoopOp`` leaves inputs 0 and 1 (the trip count and the
+condition) unconnected, so its first connected input is input 2.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ if TYPE_CHECKING:
     from .view import Region
 
 __all__ = ["Op", "SubgraphOp", "CallOp", "LoopOp", "IfOp", "IpuCopyOp", "op_view",
-           "modifies"]
+           "modifies", "input_offset"]
 
 
 class Op:
@@ -103,7 +106,7 @@ class Op:
     def inTensor(self, index: int) -> Tensor:  # noqa: N802
         from ._tensor import tensor_view
 
-        return tensor_view(_at(self._object.inputs, index, "input", self))
+        return tensor_view(_input_at(self, index))
 
     def outTensor(self, index: int) -> Tensor:  # noqa: N802
         from ._tensor import tensor_view
@@ -111,7 +114,7 @@ class Op:
         return tensor_view(_at(self._object.outputs, index, "output", self))
 
     def inId(self, index: int) -> str:  # noqa: N802
-        return _at(self._object.inputs, index, "input", self).id
+        return _input_at(self, index).id
 
     def outId(self, index: int) -> str:  # noqa: N802
         return _at(self._object.outputs, index, "output", self).id
@@ -127,7 +130,7 @@ class Op:
         return [tensor_view(t) for t in self._object.outputs]
 
     def getInputIndexMap(self) -> dict[int, Tensor]:  # noqa: N802
-        return dict(enumerate(self.getInputTensors()))
+        return dict(enumerate(self.getInputTensors(), start=input_offset(self._object)))
 
     def getOutputIndexMap(self) -> dict[int, Tensor]:  # noqa: N802
         return dict(enumerate(self.getOutputTensors()))
@@ -139,7 +142,8 @@ class Op:
         return len(self._object.outputs)
 
     def hasInput(self, index: int) -> bool:  # noqa: N802
-        return 0 <= index < len(self._object.inputs)
+        first = input_offset(self._object)
+        return first <= index < first + len(self._object.inputs)
 
     def hasOutput(self, index: int) -> bool:  # noqa: N802
         return 0 <= index < len(self._object.outputs)
@@ -156,7 +160,7 @@ class Op:
         Raises:
             popart_exception: ``tensor`` is not an input of this op.
         """
-        return _index_of(self._object.inputs, tensor, "input", self)
+        return _index_of(self._object.inputs, tensor, "input", self) + input_offset(self._object)
 
     def outIndex(self, tensor: Tensor) -> int:  # noqa: N802
         return _index_of(self._object.outputs, tensor, "output", self)
@@ -243,7 +247,7 @@ class SubgraphOp(Op):
         add_modified(self._object, index, list(regions))
 
     def modifiesIndex(self, index: int) -> bool:  # noqa: N802
-        return index in self._object.attrs["modified"]
+        return index - input_offset(self._object) in self._object.attrs["modified"]
 
 
 class CallOp(SubgraphOp):
@@ -251,9 +255,10 @@ class CallOp(SubgraphOp):
 
 
 class LoopOp(SubgraphOp):
-    """``ops.repeat``: input 0 is the trip count, input 1 the keep-going flag, then the
-    loop inputs; graph output 0 is the keep-going flag, so op output i is graph output
-    i + 1."""
+    """``ops.repeat``: inputs 0 (the trip count) and 1 (the keep-going flag) are
+    unconnected (the trip count is :meth:`getTripCountValue`), then the loop inputs, input
+    i feeding graph input i; graph output 0 is the keep-going flag, so op output i is graph
+    output i + 1."""
 
     def getTripCountValue(self) -> int:  # noqa: N802
         return self._object.attrs["repeat_count"]
@@ -263,7 +268,8 @@ class LoopOp(SubgraphOp):
         return len(self._object.outputs) + 2
 
     def getNumImplicitInputs(self) -> int:  # noqa: N802
-        return len(self._object.inputs) - self.getNumExplicitInputs()
+        """The loop inputs after the carried ones (read by every iteration)."""
+        return len(self._object.inputs) + input_offset(self._object) - self.getNumExplicitInputs()
 
     def addLoopInput(self, index: int, tensor_id: str, subgraph_tensor_id: str,  # noqa: N802
                      overwrite: bool) -> None:
@@ -333,6 +339,23 @@ def modifies(op: ipuxl.op.Op, tensor: ipuxl.tensor.Tensor) -> bool:
     if op.opdef.modifies is not None:
         indices.add(op.opdef.modifies)
     return any(op.inputs[i] is tensor for i in indices if i < len(op.inputs))
+
+
+def input_offset(op: ipuxl.op.Op) -> int:
+    """The index of ``op``'s first input: 2 for a loop op, else 0 (see the module)."""
+    return op.attrs.get("input_offset", 0)
+
+
+def _input_at(view: Op, index: int) -> ipuxl.tensor.Tensor:
+    first = input_offset(view._object)
+    inputs = view._object.inputs
+    if not first <= index < first + len(inputs):
+        connected = f"{first} to {first + len(inputs) - 1}" if inputs else "none"
+        raise popart_exception(
+            f"Op {view.debugName()} has no input at index {index}: its connected inputs "
+            f"are {connected}."
+        )
+    return inputs[index - first]
 
 
 def _at(tensors: tuple, index: int, what: str, op: Op) -> Any:

@@ -16,7 +16,7 @@ from .._op import CallOp, IfOp, IpuCopyOp, LoopOp, Op
 from .._var_updates import VAR_UPDATE_MIXINS
 from ._table import CLASS_OF
 
-__all__ = ["CLASSES", "class_of"]
+__all__ = ["CLASSES", "class_of", "register_custom_class"]
 
 _WRITTEN_OUT: dict[str, type[Op]] = {
     "CallOp": CallOp, "LoopOp": LoopOp, "IfOp": IfOp, "IpuCopyOp": IpuCopyOp,
@@ -54,8 +54,19 @@ def _make_all() -> dict[str, type[Op]]:
 CLASSES: dict[str, type[Op]] = _make_all()
 
 
+# Custom ops (ipuxl.custom_ops): OpDef name -> the class their binding module declares.
+_CUSTOM: dict[str, type[Op]] = {}
+
+
+def register_custom_class(opdef_name: str, cls: type[Op]) -> None:
+    """Make ``cls`` (a binding's op class) the class of the custom op ``opdef_name``."""
+    _CUSTOM[opdef_name] = cls
+
+
 def class_of(opdef_name: str) -> type[Op]:
     """The PopART class of the ipuxl op ``opdef_name`` (``Op`` if it has none)."""
+    if opdef_name in _CUSTOM:
+        return _CUSTOM[opdef_name]
     path = CLASS_OF.get(opdef_name)
     return Op if path is None else CLASSES[path]
 

@@ -1,7 +1,9 @@
 """Which PopART op class each ipuxl op is: ``OpDef`` name -> ``[submodule.]ClassName``.
 
-PopART binds its ops as ``popart._internal.ir.op.<Class>``, the host and remote
-exchanges under ``op.exchange`` and the collectives under ``op.collectives``. Several
+PopART binds its ops as ``popart._internal.ir.op.<Class>``, and those whose headers
+live in a folder of ``popart/op/`` under a submodule of that name: the host and remote
+exchanges under ``op.exchange``, the collectives under ``op.collectives``, the dynamic
+slices and updates under ``op.dynamic``. Several
 ipuxl ops can share one class: PopART's ``AccumulateOp`` takes its accumulation type as
 an attribute, where ipuxl has one op per type. ipuxl ops that PopXL builds out of several
 PopART ops (``log2``, ``isfinite``...) and the ONNX importer's ops have no entry: their
@@ -52,8 +54,8 @@ CLASS_OF: dict[str, str] = {
     "concat": "ConcatOp", "concat_": "ConcatInplaceOp", "split": "SplitOp",
     "subsample": "SubsampleOp", "gather": "GatherOp", "groupedgather": "GatherOp",
     "tied_gather": "TiedGatherOp", "scatter": "ScatterOp", "scatter_reduce": "ScatterReduceOp",
-    "dynamic_slice": "DynamicSliceOp", "dynamic_update": "DynamicUpdateOp",
-    "dynamic_update_": "DynamicUpdateInplaceOp",
+    "dynamic_slice": "dynamic.DynamicSliceOp", "dynamic_update": "dynamic.DynamicUpdateOp",
+    "dynamic_update_": "dynamic.DynamicUpdateInplaceOp",
     # variables and optimiser updates
     "init": "InitOp", "accumulate_": "AccumulateOp", "accumulate_square_": "AccumulateOp",
     "accumulate_mean_": "AccumulateOp", "accumulate_moving_average_": "AccumulateOp",
@@ -85,5 +87,12 @@ CLASS_OF: dict[str, str] = {
     "replicated_slice": "collectives.ReplicatedReduceScatterOp",
 }
 
-# ``Op.opType()`` where it is not the class name less its ``Op`` suffix.
-OP_TYPE_OF: dict[str, str] = {"SubtractOp": "Sub", "NegateOp": "Neg"}
+# ``Op.opType()`` where it is not the class name less its ``Op`` suffix: the type of the
+# op's ``OperatorIdentifier`` (ONNX's name, or the ``ai.graphcore`` one PopART registers).
+# ``AccumulatorZeroOp`` is built with its base's identifier.
+OP_TYPE_OF: dict[str, str] = {
+    "SubtractOp": "Sub", "NegateOp": "Neg", "BatchNormOp": "BatchNormalization",
+    "GroupNormOp": "GroupNormalization", "OnehotOp": "OneHot",
+    "TiedGatherOp": "PopartTiedGather", "SparseAccumulateOp": "PopartSparseAccumulate",
+    "AccumulatorZeroOp": "AccumulatorScale",
+}
