@@ -70,3 +70,9 @@ class _Package(_types.ModuleType):
 
 
 _sys.modules[__name__].__class__ = _Package
+
+# C++ custom op modules (what `cppimport` would compile) resolve to their registered
+# Python implementations: see ipuxl.custom_ops.loader.
+from ipuxl.custom_ops import loader as _custom_op_loader  # noqa: E402
+
+_custom_op_loader.install()

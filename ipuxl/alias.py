@@ -3,7 +3,8 @@
 After :func:`alias_popxl`, ``popxl`` *is* the ``ipuxl`` package: ``popxl.ops is
 ipuxl.ops``, ``popxl.X`` is ``ipuxl.X`` for every submodule, ``popart`` is the
 compatibility shim ``ipuxl.popart``, ``popart.ir`` (PopXL's predecessor) is ipuxl too, and
-``popdist`` (the launcher's library, with ``popdist.popart``) is ``ipuxl.popdist``.
+``popdist`` (the launcher's library, with ``popdist.popart``) is ``ipuxl.popdist``, and
+``cppimport``, where it is not installed, is ``ipuxl.custom_ops.cppimport``.
 The ipuxl modules keep their own ``__name__`` and ``__spec__``.
 
 Example:
@@ -36,9 +37,15 @@ _PREFIXES: tuple[tuple[str, str], ...] = (
 )
 
 
+# Aliases added only where the real package is missing: `cppimport` (ipuxl serves C++
+# custom ops from Python; see ipuxl.custom_ops.loader).
+_FALLBACKS: tuple[tuple[str, str], ...] = (("cppimport", "ipuxl.custom_ops.cppimport"),)
+_fallbacks_used: list[tuple[str, str]] = []
+
+
 def _target(fullname: str) -> str | None:
     """The ipuxl module that the alias ``fullname`` stands for, or None if not an alias."""
-    for alias, target in _PREFIXES:
+    for alias, target in (*_PREFIXES, *_fallbacks_used):
         if fullname == alias or fullname.startswith(alias + "."):
             return target + fullname[len(alias):]
     return None
@@ -91,6 +98,9 @@ def alias_popxl() -> None:
     """
     if _FINDER not in sys.meta_path:
         sys.meta_path.insert(0, _FINDER)
+    for alias, target in _FALLBACKS:
+        if (alias, target) not in _fallbacks_used and importlib.util.find_spec(alias) is None:
+            _fallbacks_used.append((alias, target))
     for name, module in list(sys.modules.items()):
         if name == "ipuxl" or name.startswith("ipuxl."):
             sys.modules.setdefault("popxl" + name[len("ipuxl"):], module)

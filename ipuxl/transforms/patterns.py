@@ -91,11 +91,19 @@ def _rewrite_of(op: Op, enabled: Sequence[str]) -> Callable[[], list[Tensor]] | 
         if pattern in enabled and _plain_binary_grad(op):
             return lambda: _binary_grad(op, forward)
         return None
-    if "OpToIdentity" in enabled and _computes_nothing(op):
+    if "OpToIdentity" in enabled and (_computes_nothing(op) or _custom_identity(op)):
         return lambda: [ops.identity(op.inputs[0])]
     if "AllReduceToIdentity" in enabled and op.name == "all_reduce_identical_inputs":
         return lambda: [ops.identity(op.inputs[op.attrs["index"]])]
     return None
+
+
+def _custom_identity(op: Op) -> bool:
+    """A custom op its declaration says is an identity with these attributes."""
+    from ipuxl.custom_ops.declare import custom_op_of
+
+    declared = custom_op_of(op)
+    return declared is not None and declared.can_be_replaced_by_identity(op.attrs)
 
 
 def _computes_nothing(op: Op) -> bool:
