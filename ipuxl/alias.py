@@ -101,6 +101,10 @@ def alias_popxl() -> None:
     for alias, target in _FALLBACKS:
         if (alias, target) not in _fallbacks_used and importlib.util.find_spec(alias) is None:
             _fallbacks_used.append((alias, target))
+    # PopART programs load C++ op libraries with ctypes: registered ones load as stand-ins.
+    from ipuxl.custom_ops.loader import install_ctypes_hook
+
+    install_ctypes_hook()
     for name, module in list(sys.modules.items()):
         if name == "ipuxl" or name.startswith("ipuxl."):
             sys.modules.setdefault("popxl" + name[len("ipuxl"):], module)

@@ -45,14 +45,11 @@ def load_lib(path: str) -> None:
     is registered and raises :class:`CustomOpNotRegistered` otherwise."""
     import os
 
-    from ipuxl.custom_ops.loader import CustomOpNotRegistered, binding_module
+    from ipuxl.custom_ops.loader import CustomOpNotRegistered, library_module
 
-    name = os.path.basename(os.fspath(path)).split(".")[0]
-    for candidate in (name, name[3:] if name.startswith("lib") else name):
-        if binding_module(candidate) is not None:
-            return
-    raise CustomOpNotRegistered(
-        f"The custom op library {os.fspath(path)!r} is C++, which ipuxl does not run, and no "
-        f"Python implementation is registered under {name!r}. Declare its ops with "
-        "ipuxl.custom_ops.CustomOp and register them (docs/custom_ops.md)."
-    )
+    if library_module(path) is None:
+        raise CustomOpNotRegistered(
+            f"The custom op library {os.fspath(path)!r} is C++, which ipuxl does not run, and "
+            "no Python implementation is registered under its name. Declare its ops with "
+            "ipuxl.custom_ops.CustomOp and register them (docs/custom_ops.md)."
+        )

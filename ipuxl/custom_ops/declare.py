@@ -27,6 +27,7 @@ see :class:`GradContext`), for ops whose gradient is not the vjp of their forwar
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -42,6 +43,7 @@ from ipuxl.replica_axis import REPLICA_AXIS
 from ipuxl.tensor import Tensor, TensorSpec
 
 __all__ = ["CustomOp", "GradContext", "OperatorIdentifier", "COST_KINDS", "custom_op_of",
+           "declared_ops",
            "register_view_class"]
 
 # The IPU model's cost families a custom op may pick (see ipuxl.sim.op_costs): the ones
@@ -161,6 +163,9 @@ class CustomOp:
             raise TypeError(f"Custom op {name!r}: `lower` must be a function, got {lower!r}.")
         self.opid = OperatorIdentifier(domain, name, int(version))
         self.defaults = dict(defaults or {})
+        # The attribute names the op takes (what an ONNX node of it may carry): the
+        # lowering's keyword-only parameters and the defaults.
+        self.attribute_names = frozenset(_keyword_only(lower) + list(self.defaults))
         self._user_grad = grad
         self._num_outputs = num_outputs
         op_name = f"{domain}.{name}" if domain not in ("", "custom.ops") else name
@@ -276,6 +281,20 @@ class CustomOp:
 
     def __repr__(self) -> str:
         return f"CustomOp({self.opid})"
+
+
+def _keyword_only(fn: Callable[..., Any]) -> list[str]:
+    """The keyword-only parameters of ``fn`` (none if it has no Python signature)."""
+    try:
+        parameters = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return []
+    return [p.name for p in parameters if p.kind is p.KEYWORD_ONLY]
+
+
+def declared_ops() -> list[CustomOp]:
+    """Every custom op declared in this process."""
+    return list(_DECLARED.values())
 
 
 def custom_op_of(op: Op) -> CustomOp | None:

@@ -37,7 +37,7 @@ if TYPE_CHECKING:  # this module stays light: `import ipuxl` installs its finder
     from ipuxl.custom_ops.bindings import BindingModule
 
 __all__ = ["CustomOpNotRegistered", "register_binding_module", "registered_modules",
-           "binding_module", "install"]
+           "binding_module", "install", "library_module", "install_ctypes_hook"]
 
 DOCS = "docs/custom_ops.md"
 
@@ -167,3 +167,49 @@ def import_cpp_module(fullname: str, origin: str | None = None) -> types.ModuleT
     module = _module_for(fullname, origin)
     sys.modules[fullname] = module
     return module
+
+
+def library_module(path: str | os.PathLike) -> BindingModule | None:
+    """The module registered for the C++ op library ``path`` (``libNAME.so`` is looked
+    up as ``libNAME`` and ``NAME``), or None."""
+    leaf = os.path.basename(os.fspath(path)).split(".")[0]
+    for name in dict.fromkeys((leaf, leaf[3:] if leaf.startswith("lib") else leaf)):
+        found = binding_module(name)
+        if found is not None:
+            return found
+    return None
+
+
+class _CdllStandIn:
+    """``ctypes.cdll`` for PopART programs: a C++ op library that cannot be loaded (it
+    needs PopART's C++ runtime, which ipuxl does not have) but whose ops are registered
+    in Python loads as a stand-in; every other library loads as ctypes loads it."""
+
+    def __init__(self, real: Any):
+        self._real = real
+
+    def LoadLibrary(self, name: str) -> Any:  # noqa: N802 - ctypes' name
+        try:
+            return self._real.LoadLibrary(name)
+        except OSError as error:
+            found = library_module(name)
+            if found is not None:
+                module = types.ModuleType(found.name, f"ipuxl stand-in for {name}")
+                module.__dict__.update(found.members)
+                return module
+            raise OSError(
+                f"{error}\nIf this is a PopART custom op library: ipuxl runs no C++, so its "
+                f"ops must be declared in Python (ipuxl.custom_ops.CustomOp) and registered "
+                f"under the library's name (see {DOCS})."
+            ) from error
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+
+def install_ctypes_hook() -> None:
+    """Make ``ctypes.cdll.LoadLibrary`` serve registered C++ op libraries (once)."""
+    import ctypes
+
+    if not isinstance(ctypes.cdll, _CdllStandIn):
+        ctypes.cdll = _CdllStandIn(ctypes.cdll)  # type: ignore[misc]

@@ -156,12 +156,18 @@ def rules() -> dict[tuple[str, str], list[Rule]]:
 
 
 def find_rule(domain: str, op_type: str, opset: int) -> Rule | None:
-    """The rule for ``op_type`` at ``opset`` (the newest version not above it)."""
+    """The rule for ``op_type`` at ``opset`` (the newest version not above it), else the
+    rule of a custom op declared in Python with that domain and type
+    (:mod:`ipuxl.custom_ops`; ``popart.Builder.customOp`` writes such nodes)."""
     _load_all()
     found = None
     for rule in _RULES.get((canonical_domain(domain), op_type), ()):
         if rule.since <= opset:
             found = rule
+    if found is None:
+        from ipuxl.custom_ops.onnx_rules import custom_op_rule
+
+        found = custom_op_rule(canonical_domain(domain), op_type, opset)
     return found
 
 

@@ -194,3 +194,17 @@ def test_a_declared_op_with_the_lowering_of_a_jax_function_is_exact():
     with popxl.Session(ir, "cpu") as session:
         np.testing.assert_array_equal(session.run()[out],
                                       np.asarray(jnp.asarray(data) * 0.25 - 1.0))
+
+
+def test_ctypes_serves_registered_op_libraries_and_loads_real_ones():
+    import ctypes
+    import ctypes.util
+
+    popxl.alias_popxl()  # PopART programs: installs the ctypes stand-in
+    library = ctypes.cdll.LoadLibrary("/nowhere/libtest_scale_shift_binding.so")
+    assert library.ScaleShiftOp.custom_op is SCALE_SHIFT
+    with pytest.raises(OSError, match="ipuxl runs no C\\+\\+, so its ops must be declared"):
+        ctypes.cdll.LoadLibrary("/nowhere/libmystery_ops.so")
+    libc = ctypes.util.find_library("c")
+    if libc:  # a real library still loads as ctypes loads it
+        assert isinstance(ctypes.cdll.LoadLibrary(libc), ctypes.CDLL)

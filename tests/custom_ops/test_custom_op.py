@@ -239,3 +239,17 @@ def test_an_explicit_gradient_is_checked(grad, message):
         graph = ir.create_graph(lambda a: op(a), x)
         with pytest.raises(ValueError, match=message):
             popxl.transforms.autodiff(graph)
+
+
+def test_an_in_place_op_overwrites_its_input():
+    scale_in_place = CustomOp("TestScaleInPlace", domain="test.ops", modifies=0,
+                              lower=lambda x, *, factor: x * factor)
+    ir = popxl.Ir()
+    with ir.main_graph:
+        x = popxl.variable(X, name="x")
+        y = scale_in_place(x, factor=3.0)
+        out = popxl.d2h_stream(y.shape, y.dtype, "y")
+        ops.host_store(out, y)
+    with popxl.Session(ir, "cpu") as session:
+        np.testing.assert_array_equal(session.run()[out], X * 3)
+        np.testing.assert_array_equal(session.get_tensor_data(x), X * 3)

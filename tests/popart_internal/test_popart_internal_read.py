@@ -377,3 +377,21 @@ def test_a_graph_contains_the_ids_of_its_tensors():
     assert x.id in main and stream.tensor_id in main
     assert "nothing" not in main and 3 not in main
     assert x.id not in graph._pb_graph
+
+
+def test_tensor_types_are_popart_s():
+    ir = popxl.Ir()
+    with ir.main_graph:
+        v = popxl.variable(np.ones(2, np.float32), name="v")
+        c = popxl.constant(np.ones(2, np.float32), name="c")
+        stream = popxl.h2d_stream((2,), popxl.float32, "in")
+        loaded = ops.host_load(stream)
+        total = v + c + loaded
+    main = ir.main_graph._pb_graph
+    kinds = {t.id: main.getTensor(t.id).tensorType()
+             for t in (v, c, loaded, total)}
+    assert kinds == {v.id: _ir.TensorType.Variable, c.id: _ir.TensorType.Const,
+                     loaded.id: _ir.TensorType.ActGrad, total.id: _ir.TensorType.ActGrad}
+    assert main.getTensor(stream.tensor_id).tensorType() == _ir.TensorType.Stream
+    assert [main.getTensor(t.id).hasTensorData() for t in (v, c, loaded, total)] == [
+        True, True, False, False]

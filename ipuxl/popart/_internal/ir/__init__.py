@@ -38,10 +38,11 @@ from ._graph import Graph, GraphId, Ir
 from ._hints import OptionalFloat
 from ._op import Op
 from ._settings import Settings, TileSet
-from ._tensor import Consumers, Tensor
+from ._tensor import Consumers, Tensor, TensorType
 from ._topocons import TopoCons
 
-__all__ = ["Ir", "Graph", "GraphId", "Op", "Tensor", "Consumers", "TensorInfo", "DataType",
+__all__ = ["Ir", "Graph", "GraphId", "Op", "Tensor", "Consumers", "TensorType", "TensorInfo",
+           "DataType",
            "TopoCons", "ExecutionContext", "BwdGraphInfo", "ExpectedConnection",
            "ExpectedConnectionType", "op", "patterns", "view", "grad_graph_info_from_pb",
            "pb_expected_connection", "OptionalFloat", "CollectiveOperator",

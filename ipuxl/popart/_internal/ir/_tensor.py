@@ -6,7 +6,8 @@ tensor back.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from enum import Enum
+from typing import TYPE_CHECKING, Any
 
 from ipuxl.popart.errors import popart_exception
 from ipuxl.popart.tensor_info import TensorInfo
@@ -17,12 +18,24 @@ from .view import Region
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
+    import ipuxl.ir
     import ipuxl.tensor
 
     from ._graph import Graph, Ir
     from ._op import Op
 
-__all__ = ["Tensor", "Consumers"]
+__all__ = ["Tensor", "Consumers", "TensorType"]
+
+
+class TensorType(Enum):
+    """PopART's ``TensorType``: what kind of tensor a ``Tensor`` is."""
+
+    ActGrad = 0
+    Const = 1
+    Stream = 2
+    Unknown = 3
+    Variable = 4
+    N = 5
 
 
 class Tensor:
@@ -40,6 +53,28 @@ class Tensor:
     @property
     def id(self) -> str:
         return self._object.id
+
+    def hasTensorData(self) -> bool:  # noqa: N802 - PopART's names throughout
+        """Whether the tensor holds host data: variables and constants do, from when they
+        are made."""
+        from ipuxl.tensor import Constant, Variable
+
+        return isinstance(self._object, (Variable, Constant))
+
+    def tensorType(self) -> TensorType:  # noqa: N802
+        """``Variable`` for variables, ``Const`` for constants, ``Stream`` for the tensors
+        host streams are read into, ``ActGrad`` for the rest (op outputs, graph inputs)."""
+        from ipuxl.tensor import Constant, Variable
+
+        tensor = self._object
+        if isinstance(tensor, Variable):
+            return TensorType.Variable
+        if isinstance(tensor, Constant):
+            return TensorType.Const
+        if tensor.graph.ir.main_graph is tensor.graph and any(
+                s.tensor_id == tensor.id for s in _streams_of(tensor.graph.ir)):
+            return TensorType.Stream
+        return TensorType.ActGrad
 
     @property
     def info(self) -> TensorInfo:
@@ -149,3 +184,8 @@ class Consumers:
 
 def tensor_view(tensor: ipuxl.tensor.Tensor) -> Tensor:
     return view_of(tensor, Tensor)
+
+
+def _streams_of(ir: ipuxl.ir.Ir) -> list[Any]:
+    """The Ir's host streams (both directions)."""
+    return [*ir.get_all_h2d_streams(), *ir.get_all_d2h_streams()]
