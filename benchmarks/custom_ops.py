@@ -6,7 +6,9 @@ Rows (interleaved rounds; ratio = median of per-round ratios of custom / built-i
 * ``session.run`` of a layer ``leaky_relu(x @ w + b)`` where ``leaky_relu`` is a declared
   custom op, against the same layer with ``ops.relu``-style built-ins
   (``where(x >= 0, x, alpha * x)``), 512 wide, batch 64: target <= 1.02;
-* the same under ``@ipuxl.jit``: target <= 1.02.
+* the same under ``@ipuxl.jit``: target <= 1.02;
+* the noise floor: the built-in layer against itself in a second Session (how far two
+  identical sides measure apart on this machine).
 
 A custom op lowers to the same JAX function, so XLA compiles the same program; the rows
 check that nothing (dispatch, attributes, callbacks) is added at run time.
@@ -75,6 +77,17 @@ def sessions(rounds: int) -> float:
     return row("session.run leaky_relu(x @ w + b)", custom, builtin, rounds, 100, 1.02)
 
 
+def noise_floor(rounds: int) -> float:
+    """The same built-in layer in two Sessions: how far apart identical sides measure."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((64, 512)).astype(np.float32)
+    w = (rng.standard_normal((512, 512)) * 0.05).astype(np.float32)
+    b = np.zeros(512, np.float32)
+    first = session_side(builtin_leaky_relu, x, w, b)
+    second = session_side(builtin_leaky_relu, x, w, b)
+    return row("noise floor: built-in vs built-in", first, second, rounds, 100, 1.02)
+
+
 def jitted(rounds: int) -> float:
     rng = np.random.default_rng(1)
     x = jnp.asarray(rng.standard_normal((64, 512)), jnp.float32)
@@ -91,6 +104,7 @@ def main() -> None:
     rounds = 5 if parser.parse_args().quick else 15
     print(f"devices: {jax.devices()}")
     sessions(rounds)
+    noise_floor(rounds)
     jitted(rounds)
 
 
