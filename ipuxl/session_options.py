@@ -1,17 +1,20 @@
-"""PopART's ``SessionOptions``, as ``ir._pb_ir.getSessionOptions()`` returns them.
+"""PopART's ``SessionOptions``, as ``popart.SessionOptions()`` and
+``ir._pb_ir.getSessionOptions()`` give them.
 
-Real PopXL programs reach past the Python API to set PopART options::
+Real PopART and PopXL programs set options as attributes::
 
-    opts = ir._pb_ir.getSessionOptions()
-    opts.enableEngineCaching = True
-    opts.cachePath = "/tmp/cache"
-    ir._pb_ir.logIr()
+    opts = popart.SessionOptions()
+    opts.enablePipelining = True
+    opts.autoRecomputation = popart.RecomputationType.Standard
+    opts.executionPhaseSettings.phases = 2
+    opts.engineOptions["debug.instrument"] = "true"
 
-ipuxl accepts any attribute: the PopART options in :data:`DEFAULTS` read back their
-PopART default until set, and anything else is kept too, with one warning per name per
-process (on the ``"popart"`` logger) that it is not an option ipuxl knows. Only the
-options in :attr:`SessionOptions.HONOURED` change what ipuxl does; the others are
-accepted and kept, so programs that set them run unchanged.
+Every option PopART's binding has is here (:func:`fields`), reading back PopART's default
+until set. As in PopART's binding, an option takes only its own type (a bool, an int, a
+``popart.RecomputationType``...; an enum's name as a string is accepted too) and a name
+that is not an option raises ``AttributeError``; settings structs and option dicts are
+changed in place. Only the options in :data:`HONOURED` change what ipuxl does; the
+others are kept, so programs that set them run unchanged (docs/popart.md lists both).
 
 As in PopART, new options read two environment variables: ``POPXL_CACHE_DIR`` (else
 ``POPART_CACHE_DIR``) turns ``enableEngineCaching`` on with that ``cachePath``; when both
@@ -29,6 +32,7 @@ Example:
 from __future__ import annotations
 
 import copy
+import functools
 import logging
 import os
 import weakref
@@ -38,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ipuxl.ir import Ir
 
-__all__ = ["SessionOptions", "PbIr", "DEFAULTS", "HONOURED", "options_of",
+__all__ = ["SessionOptions", "PbIr", "HONOURED", "fields", "defaults", "options_of",
            "cache_dir_from_environment", "engine_cache_directory", "executable_options",
            "VirtualGraphMode"]
 
@@ -58,81 +62,147 @@ class VirtualGraphMode(StrEnum):
     N = "N"
 
 
-# PopART's session options with their PopART defaults (enums as their names).
-DEFAULTS: dict[str, Any] = {
-    "accumulationFactor": 1,
-    "accumulationAndReplicationReductionType": "Sum",
-    "autoVirtualGraph": False,
-    "dotChecks": [],
-    "firstDotOp": 0,
-    "finalDotOp": 10000,
-    "dotOpNames": False,
-    "enableFullyConnectedPass": True,
-    "enableStochasticRounding": False,
-    "hardwareInstrumentations": [],
-    "instrumentWithHardwareCycleCounter": False,
-    "meanAccumulationAndReplicationReductionStrategy": "Post",
-    "compileEngine": True,
-    "enableLoadAndOffloadRNGState": False,
-    "exportPoplarComputationGraph": False,
-    "serializedPoprithmsShiftGraphsDir": "",
-    "separateCallOpPdfs": True,
-    "swapLimitScheduler": -1,
-    "timeLimitScheduler": 1000000000.0,
-    "opxAliasChecking": False,
-    "opxModifyChecking": False,
-    "strictOpVersions": True,
-    "lstmOptions": {},
-    "matmulOptions": {},
-    "gclOptions": {},
-    "tensorLocationSettingsOverride": {},
-    "customCodelets": [],
-    "customCodeletCompileFlags": "",
-    "mergeVarUpdate": "None",
-    "mergeVarUpdateMemThreshold": 1000000,
-    "looseThresholdAtPeak": 8000,
-    "batchSerializationSettings": None,
-    "executionPhaseSettings": None,
-    "accumulateOuterFragmentSettings": None,
-    "automaticLossScalingSettings": None,
-    "aliasZeroCopy": False,
-    "autoRecomputation": "NoRecompute",
-    "cachePath": "session_cache",
-    "constantWeights": True,
-    "convolutionOptions": {},
-    "decomposeGradSum": False,
-    "defaultPrefetchBufferingDepth": 1,
-    "enableDistributedReplicatedGraphs": False,
-    "enableEngineCaching": False,
-    "enableExplicitMainLoops": False,
-    "enableFloatingPointChecks": False,
-    "enableGradientAccumulation": False,
-    "enableInplaceAmbiguityChecking": True,
-    "enableNonStableSoftmax": False,
-    "enableOutlining": True,
-    "enablePipelining": False,
-    "enablePrefetchDatastreams": True,
-    "enableReplicatedGraphs": False,
-    "enableStableNorm": False,
-    "engineOptions": {},
-    "explicitRecomputation": False,
-    "exportPoplarVertexGraph": False,
-    "globalReplicaOffset": 0,
-    "globalReplicationFactor": 1,
-    "groupHostSync": False,
-    "kahnTieBreaker": "greedy",
-    "logDir": "",
-    "numIOTiles": 0,
-    "outlineThreshold": 1.0,
-    "partialsTypeMatMuls": "",
-    "throwIfLog2ScaleTensorNotInRange": True,
-    "rearrangeAnchorsOnHost": True,
-    "rearrangeStreamsOnHost": False,
-    "replicatedGraphCount": 1,
-    "reportOptions": {},
-    "syntheticDataMode": "Off",
-    "useHostCopyOps": False,
-    "virtualGraphMode": "Off",
+@functools.cache
+def fields() -> dict[str, tuple[Any, Any]]:
+    """Every option PopART's ``SessionOptions`` binds: name -> (PopART's default, kind).
+    A kind checks an assigned value and returns what is kept (see
+    :mod:`ipuxl.popart.session_option_types`). Built on first use: its enums live in the
+    ``popart`` package, which imports this module."""
+    from ipuxl.popart import session_option_types as t
+    from ipuxl.popart.losses import ReductionType
+
+    location = (t.TensorLocationSettings(), t.instance_of(t.TensorLocationSettings))
+    return {
+        # files and drawings
+        "logDir": ("", t.text),
+        "dotChecks": ([], t.names),
+        "firstDotOp": (0, t.integer),
+        "finalDotOp": (10000, t.integer),
+        "dotOpNames": (False, t.boolean),
+        "separateCallOpPdfs": (True, t.boolean),
+        "exportPoplarComputationGraph": (False, t.boolean),
+        "exportPoplarVertexGraph": (False, t.boolean),
+        "serializedPoprithmsShiftGraphsDir": ("", t.text),
+        "cachePath": ("session_cache", t.text),
+        "enableEngineCaching": (False, t.boolean),
+        "enableVariablesCaching": (True, t.boolean),
+        "compileEngine": (True, t.boolean),
+        # outlining and scheduling
+        "enableOutlining": (True, t.boolean),
+        "enableOutliningCopyCostPruning": (True, t.boolean),
+        "outlineThreshold": (1.0, t.real),
+        "outlineSequenceBreakCost": (10000.0, t.real),
+        "subgraphCopyingStrategy": (t.SubgraphCopyingStrategy.OnEnterAndExit,
+                                    t.member_of(t.SubgraphCopyingStrategy)),
+        "kahnTieBreaker": ("greedy", t.text),
+        "timeLimitScheduler": (1e9, t.real),
+        "swapLimitScheduler": (1000000000, t.integer),
+        "transitiveClosureOptimizationThreshold": (100000, t.unsigned),
+        "looseThresholdAtPeak": (8000, t.integer),
+        # batches, accumulation, replication
+        "accumulationFactor": (1, t.integer),
+        "enableGradientAccumulation": (False, t.boolean),
+        "accumulationAndReplicationReductionType": (ReductionType.Sum, t.member_of(ReductionType)),
+        "meanAccumulationAndReplicationReductionStrategy": (
+            t.MeanReductionStrategy.Post, t.member_of(t.MeanReductionStrategy)),
+        "enableReplicatedGraphs": (False, t.boolean),
+        "replicatedGraphCount": (1, t.integer),
+        "enableDistributedReplicatedGraphs": (False, t.boolean),
+        "globalReplicationFactor": (1, t.integer),
+        "globalReplicaOffset": (0, t.integer),
+        "accumulateOuterFragmentSettings": (t.AccumulateOuterFragmentSettings(),
+                                            t.instance_of(t.AccumulateOuterFragmentSettings)),
+        "replicatedCollectivesSettings": (t.ReplicatedCollectivesSettings(),
+                                          t.instance_of(t.ReplicatedCollectivesSettings)),
+        "disableGradAccumulationTensorStreams": (False, t.boolean),
+        "disableOptimizerStateTensorStreams": (False, t.boolean),
+        # placement, pipelining, recomputation, phases
+        "virtualGraphMode": (VirtualGraphMode.Off, t.member_of(VirtualGraphMode)),
+        "virtualGraphSplitRatios": ([], t.reals),
+        "enablePipelining": (False, t.boolean),
+        "autoRecomputation": (t.RecomputationType.NoRecompute, t.member_of(t.RecomputationType)),
+        "explicitRecomputation": (False, t.boolean),
+        "executionPhaseSettings": (t.ExecutionPhaseSettings(), t.instance_of(t.ExecutionPhaseSettings)),
+        "batchSerializationSettings": (t.BatchSerializationSettings(),
+                                       t.instance_of(t.BatchSerializationSettings)),
+        "autodiffSettings": (t.AutodiffSettings(), t.instance_of(t.AutodiffSettings)),
+        "useHostCopyOps": (False, t.boolean),
+        "enableExplicitMainLoops": (False, t.boolean),
+        "createImplicitPipeliningFwdOnlyProgram": (False, t.boolean),
+        "stashAllTensorsInferencePipeline": (False, t.boolean),
+        "aliasZeroCopy": (False, t.boolean),
+        "delayVarUpdates": (True, t.boolean),
+        "scheduleNonWeightUpdateGradientConsumersEarly": (False, t.boolean),
+        # weight updates and numerics
+        "mergeVarUpdate": (t.MergeVarUpdateType.Off, t.member_of(t.MergeVarUpdateType)),
+        "mergeVarUpdateMemThreshold": (1000000, t.integer),
+        "decomposeGradSum": (False, t.boolean),
+        "enableStochasticRounding": (False, t.boolean),
+        "enableFloatingPointChecks": (False, t.boolean),
+        "enableNonStableSoftmax": (False, t.boolean),
+        "enableStableNorm": (False, t.boolean),
+        "enableFullyConnectedPass": (True, t.boolean),
+        "partialsTypeMatMuls": ("", t.text),
+        "groupNormStridedChannelGrouping": (False, t.boolean),
+        "automaticLossScalingSettings": (t.AutomaticLossScalingSettings(),
+                                         t.instance_of(t.AutomaticLossScalingSettings)),
+        "ensureFp32LossScaleTensor": (False, t.boolean),
+        "throwIfLog2ScaleTensorNotInRange": (True, t.boolean),
+        "enableSupportedDataTypeCasting": (True, t.boolean),
+        "enableConstantFoldingOfMultipleConsumers": (True, t.boolean),
+        "enableLoadAndOffloadRNGState": (False, t.boolean),
+        "_enableRngStateManagement": (False, t.boolean),
+        "strictOpVersions": (True, t.boolean),
+        "opxAliasChecking": (False, t.boolean),
+        "opxModifyChecking": (False, t.boolean),
+        "enableInplaceAmbiguityChecking": (False, t.boolean),
+        "constantWeights": (True, t.boolean),
+        # host streams
+        "syntheticDataMode": (t.SyntheticDataMode.Off, t.member_of(t.SyntheticDataMode)),
+        "rearrangeAnchorsOnHost": (True, t.boolean),
+        "rearrangeStreamsOnHost": (False, t.boolean),
+        "enablePrefetchDatastreams": (True, t.boolean),
+        "defaultBufferingDepth": (1, t.unsigned),
+        "bufferingDepthMap": ({}, t.map_of(t.unsigned, "int")),
+        "groupHostSync": (False, t.boolean),
+        "numIOTiles": (0, t.integer),
+        "enableMergeExchange": (True, t.boolean),
+        "enableEfficientOverlapIOTopoCons": (False, t.boolean),
+        "useLoopCandidateCreator": (False, t.boolean),
+        # tensor locations
+        "activationTensorLocationSettings": location,
+        "weightTensorLocationSettings": location,
+        "optimizerStateTensorLocationSettings": location,
+        "accumulatorTensorLocationSettings": location,
+        "tensorLocationSettingsOverride": ({}, t.map_of(t.instance_of(t.TensorLocation),
+                                                      "t.TensorLocation")),
+        # Poplar options and instrumentation
+        "engineOptions": ({}, t.options_map),
+        "convolutionOptions": ({}, t.options_map),
+        "lstmOptions": ({}, t.options_map),
+        "matmulOptions": ({}, t.options_map),
+        "reportOptions": ({}, t.options_map),
+        "gclOptions": ({}, t.options_map),
+        "instrumentWithHardwareCycleCounter": (False, t.boolean),
+        "hardwareInstrumentations": ({t.Instrumentation.Outer}, t.set_of(t.Instrumentation)),
+        "customCodelets": ([], t.texts),
+        "customCodeletCompileFlags": ("", t.text),
+        "updatableNamedBuffers": ([], t.texts),
+        "experimentalSettings": (t.ExperimentalSettings(), t.instance_of(t.ExperimentalSettings)),
+    }
+
+
+# PopART's other names of options: alias -> (option, deprecation warning or "").
+ALIASES: dict[str, tuple[str, str]] = {
+    "defaultPrefetchBufferingDepth": (
+        "defaultBufferingDepth", "The session option defaultPrefetchBufferingDepth has been "
+        "deprecated and will be removed in a future release. Please use the alias "
+        "defaultBufferingDepth instead."),
+    "prefetchBufferingDepthMap": (
+        "bufferingDepthMap", "The session option prefetchBufferingDepthMap has been "
+        "deprecated and will be removed in a future release. Please use the alias "
+        "bufferingDepthMap instead."),
+    "serializedPoprithmsAnnealGraphsDir": ("serializedPoprithmsShiftGraphsDir", ""),
 }
 
 # The options ipuxl acts on, and how.
@@ -165,27 +235,42 @@ HONOURED: dict[str, str] = {
                                "instance together",
     "enableDistributedReplicatedGraphs": "in an Ir(replication='popdist'): True when "
                                          "there are several instances",
+    "partialsTypeMatMuls": "the partials type of PopXL's matmuls built without "
+                           "partials_type ('float', 'half' or '': float)",
     "accumulationAndReplicationReductionType": "popart.TrainingSession: 'Sum' (PopART's "
                                                "default) or 'Mean' of the accumulated and "
                                                "replicated gradients",
 }
 
-# Unknown option names already warned about in this process.
-_warned: set[str] = set()
+
+def __getattr__(name: str) -> Any:
+    # DEFAULTS is built with fields(), on first use.
+    if name == "DEFAULTS":
+        return defaults()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def defaults() -> dict[str, Any]:
+    """Every option's PopART default (shared: copy before changing)."""
+    return {name: default for name, (default, _) in fields().items()}
 
 
 class SessionOptions:
-    """PopART's session options: any attribute can be set and read back.
+    """PopART's session options: every option of :func:`fields`, checked on assignment.
 
     Args:
         ir: the Ir these options belong to (for the options mirrored from it, such as
             ``replicatedGraphCount``); None for free-standing options.
+
+    Raises:
+        AttributeError: setting a name that is not a PopART option.
+        TypeError: setting an option to a value of another type than PopART's.
     """
 
     HONOURED = HONOURED
 
     def __init__(self, ir: Ir | None = None):
-        object.__setattr__(self, "_values", copy.deepcopy(DEFAULTS))
+        object.__setattr__(self, "_values", copy.deepcopy(defaults()))
         object.__setattr__(self, "_ir_ref", None if ir is None else weakref.ref(ir))
         cache_dir = cache_dir_from_environment()
         if cache_dir is not None:
@@ -205,6 +290,7 @@ class SessionOptions:
         # Only called for names that are not plain attributes: the options.
         if name.startswith("__") or name in ("_values", "_ir_ref"):
             raise AttributeError(name)
+        name = ALIASES.get(name, (name, ""))[0]
         ir = self._ir()
         if ir is not None and name == "replicatedGraphCount":
             return ir.replication_factor
@@ -214,16 +300,22 @@ class SessionOptions:
             return self._values[name]
         except KeyError:
             raise AttributeError(
-                f"SessionOptions has no option {name!r}: it is not a PopART option ipuxl "
-                "knows and was never set."
+                f"'SessionOptions' object has no attribute {name!r}: it is not a PopART "
+                "session option (dir(popart.SessionOptions()) lists them)."
             ) from None
 
     def __setattr__(self, name: str, value: Any) -> None:
-        if name not in DEFAULTS and name not in _warned:
-            _warned.add(name)
-            _LOGGER.warning(
-                "SessionOptions.%s is not a PopART session option ipuxl knows (check the "
-                "spelling): the value is kept but has no effect in ipuxl.", name)
+        if name in ALIASES:
+            name, warning = ALIASES[name]
+            if warning:
+                _LOGGER.warning("%s", warning)
+        field = fields().get(name)
+        if field is None:
+            raise AttributeError(
+                f"'SessionOptions' object has no attribute {name!r}: it is not a PopART "
+                "session option (check the spelling; dir(popart.SessionOptions()) lists "
+                "them).")
+        value = field[1](value, f"SessionOptions.{name}")
         ir = self._ir()
         if ir is not None and name == "replicatedGraphCount":
             ir.replication_factor = value
@@ -232,16 +324,30 @@ class SessionOptions:
         self._values[name] = value
 
     def __delattr__(self, name: str) -> None:
-        """Back to PopART's default (an unknown option is forgotten)."""
-        self._values.pop(name, None)
-        if name in DEFAULTS:
-            self._values[name] = copy.deepcopy(DEFAULTS[name])
+        """Back to PopART's default."""
+        if name not in fields():
+            raise AttributeError(f"'SessionOptions' object has no attribute {name!r}.")
+        self._values[name] = copy.deepcopy(fields()[name][0])
 
     def __dir__(self) -> list[str]:
-        return sorted({*super().__dir__(), *self._values})
+        return sorted({*super().__dir__(), *self._values, *ALIASES})
 
     def _ir(self) -> Ir | None:
         return None if self._ir_ref is None else self._ir_ref()
+
+    # ----------------------------------------------------------------- PopART's methods
+    def enableExplicitIR(self, enable: bool) -> None:  # noqa: N802 - PopART's names
+        """Turn PopART's explicit IR on or off: ``useHostCopyOps``,
+        ``enableExplicitMainLoops`` and ``explicitRecomputation`` together."""
+        for name in ("useHostCopyOps", "enableExplicitMainLoops", "explicitRecomputation"):
+            setattr(self, name, enable)
+
+    def getGlobalReplicationFactor(self) -> int:  # noqa: N802
+        """The replicas of every instance together: ``globalReplicationFactor`` with
+        distributed replicated graphs, else ``replicatedGraphCount``."""
+        if self.enableDistributedReplicatedGraphs:
+            return self.globalReplicationFactor
+        return self.replicatedGraphCount
 
     # ----------------------------------------------------------------- what ipuxl honours
     def _allow_out_of_memory(self) -> bool | str | None:
@@ -260,8 +366,9 @@ class SessionOptions:
 
     # ----------------------------------------------------------------- dunder
     def __repr__(self) -> str:
+        initial = defaults()
         changed = [f"{name}={value!r}" for name, value in self._values.items()
-                   if name not in DEFAULTS or value != DEFAULTS[name]]
+                   if value != initial[name]]
         if self._ir() is not None and self.replicatedGraphCount != 1:
             changed.append(f"replicatedGraphCount={self.replicatedGraphCount!r}")
         return f"SessionOptions({', '.join(changed)})"
@@ -337,8 +444,9 @@ def executable_options(ir: Ir) -> str:
     options = options_of(ir)
     if options is None:
         return ""
+    initial = defaults()
     changed = sorted((name, _canonical(value)) for name, value in options._values.items()
-                     if name not in _NOT_IN_EXECUTABLE and DEFAULTS.get(name, _UNSET) != value)
+                     if name not in _NOT_IN_EXECUTABLE and initial.get(name, _UNSET) != value)
     return ";".join(f"{name}={value}" for name, value in changed)
 
 

@@ -235,20 +235,15 @@ def test_known_options_have_popart_defaults_and_keep_values(caplog):
     assert options.accumulationFactor == 1
 
 
-def test_an_unknown_option_is_kept_and_warns_once(caplog):
+def test_an_unknown_option_is_refused_as_popart_s_binding_does():
     name = f"madeUpOption{next(_unique)}"
     options = SessionOptions()
     with pytest.raises(AttributeError, match=name):
         getattr(options, name)
-    setattr(options, name, 1)
-    setattr(options, name, 2)
-    setattr(SessionOptions(), name, 3)
-    assert getattr(options, name) == 2
-    warned = [r for r in caplog.records if r.name == "popart"]
-    assert len(warned) == 1 and warned[0].levelno == logging.WARNING
-    assert f"SessionOptions.{name}" in warned[0].getMessage()
-    assert "kept but has no effect" in warned[0].getMessage()
-    assert name in dir(options)
+    with pytest.raises(AttributeError, match=f"no attribute '{name}': it is not a PopART "
+                                             "session option"):
+        setattr(options, name, 1)
+    assert name not in dir(options)
 
 
 def test_honoured_options_are_documented():

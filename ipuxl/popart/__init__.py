@@ -10,7 +10,7 @@ Two users meet here:
   and a ``popart.PyStepIO``.
 
 The modules, one concept each: ``errors`` (the exception types), ``devices``
-(``DeviceManager``), ``tensor_info`` (``TensorInfo``, ``DataType``, ``InputShapeInfo``),
+(``DeviceManager``; ``device_info`` holds ``DeviceInfo`` and the device enums), ``tensor_info`` (``TensorInfo``, ``DataType``, ``InputShapeInfo``),
 ``builder`` (``Builder``; ``builder_onnx``, ``builder_graphcore``, ``builder_annotations``
 and ``builder_shapes`` hold its op methods, IPU annotations and shape inference), ``dataflow`` (``DataFlow``, ``AnchorReturnType``), ``stepio``
 (``PyStepIO``, ``PyStepIOCallback``, ``PyWeightsIO``), ``optimizers``, ``losses``,
@@ -27,11 +27,12 @@ from importlib import import_module
 from typing import Any
 
 from ipuxl.logs import getLogger as getLogger
-from ipuxl.popart.devices import DeviceManager, DeviceType
+from ipuxl.popart.device_info import DeviceType
 from ipuxl.popart.errors import (
     OutOfMemoryException,
     popart_exception,
     poplar_application_runtime_error,
+    poplar_exception,
 )
 from ipuxl.session_options import SessionOptions as SessionOptions
 
@@ -96,6 +97,43 @@ _LAZY = {
     "defaultAiGraphcoreOpset": "ipuxl.popart.operators",
     "InferenceSession": "ipuxl.popart.session",
     "TrainingSession": "ipuxl.popart.session",
+    "SyncPattern": "ipuxl.popart.device_info",
+    "DeviceConnectionType": "ipuxl.popart.device_info",
+    "DeviceSelectionCriterion": "ipuxl.popart.device_info",
+    "DeviceManager": "ipuxl.popart.devices",
+    "RecomputationType": "ipuxl.popart.session_option_types",
+    "MergeVarUpdateType": "ipuxl.popart.session_option_types",
+    "MeanReductionStrategy": "ipuxl.popart.session_option_types",
+    "SyntheticDataMode": "ipuxl.popart.session_option_types",
+    "Instrumentation": "ipuxl.popart.session_option_types",
+    "SubgraphCopyingStrategy": "ipuxl.popart.session_option_types",
+    "ExecutionPhaseIOSchedule": "ipuxl.popart.session_option_types",
+    "ExecutionPhaseSchedule": "ipuxl.popart.session_option_types",
+    "AccumulateOuterFragmentSchedule": "ipuxl.popart.session_option_types",
+    "BatchSerializationTransformContext": "ipuxl.popart.session_option_types",
+    "BatchSerializationMethod": "ipuxl.popart.session_option_types",
+    "BatchSerializationBatchSchedule": "ipuxl.popart.session_option_types",
+    "GradientTensorTrackingMethod": "ipuxl.popart.session_option_types",
+    "AutodiffStitchStrategy": "ipuxl.popart.session_option_types",
+    "ReplicatedStreamMode": "ipuxl.popart.session_option_types",
+    "ExchangeStrategy": "ipuxl.popart.session_option_types",
+    "IrSerializationFormat": "ipuxl.popart.session_option_types",
+    "TileSet": "ipuxl.popart.session_option_types",
+    "TensorStorage": "ipuxl.popart.session_option_types",
+    "ReplicatedTensorSharding": "ipuxl.popart.session_option_types",
+    "TensorLocation": "ipuxl.popart.session_option_types",
+    "TensorLocationSettings": "ipuxl.popart.session_option_types",
+    "AutomaticLossScalingSettings": "ipuxl.popart.session_option_types",
+    "ReplicatedCollectivesSettings": "ipuxl.popart.session_option_types",
+    "BatchSerializationSettings": "ipuxl.popart.session_option_types",
+    "ExecutionPhaseSettings": "ipuxl.popart.session_option_types",
+    "AccumulateOuterFragmentSettings": "ipuxl.popart.session_option_types",
+    "AutodiffSettings": "ipuxl.popart.session_option_types",
+    "ClipNormSettings": "ipuxl.popart.session_option_types",
+    "ExperimentalSettings": "ipuxl.popart.session_option_types",
+    "InputSettings": "ipuxl.popart.session_option_types",
+    "initializePoplarDebugInfo": "ipuxl.popart.session_option_types",
+    "closePoplarDebugInfo": "ipuxl.popart.session_option_types",
 }
 for _name in ("reservedGradientPrefix", "reservedAccumPrefix", "reservedAcclPrefix",
               "reservedAccl1Prefix", "reservedAccl2Prefix", "reservedAccl3Prefix",
@@ -113,8 +151,9 @@ for _name in ("reservedGradientPrefix", "reservedAccumPrefix", "reservedAcclPref
               "anchorSumPrefix", "anchorFinalPrefix"):
     _LAZY[_name] = "ipuxl.popart.names"
 
-__all__ = ["popart_exception", "poplar_application_runtime_error", "__version__",
-           "VariableRetrievalMode", "OutOfMemoryException", "DeviceManager", "DeviceType",
+__all__ = ["popart_exception", "poplar_application_runtime_error", "poplar_exception",
+           "__version__",
+           "VariableRetrievalMode", "OutOfMemoryException", "DeviceType",
            "getLogger", "SessionOptions", "versionString", *_LAZY]
 
 

@@ -37,7 +37,12 @@ from ipuxl.popart.builder_annotations import AnnotationsMixin, RecomputeType
 from ipuxl.popart.builder_graphcore import AiGraphcoreOpset1, InitType, tensor_ids
 from ipuxl.popart.builder_onnx import LATEST_OPSET, AiOnnx, onnx_opset_class
 from ipuxl.popart.errors import popart_exception
-from ipuxl.popart.tensor_info import TensorInfo, data_type_of
+from ipuxl.popart.tensor_info import (
+    TensorInfo,
+    data_type_of,
+    input_settings_metadata,
+    input_tensor_arguments,
+)
 from ipuxl.popart.variable_settings import VariableSettings
 
 __all__ = ["Builder", "AiOnnx", "AiGraphcore", "AiGraphcoreOpset1", "RecomputeType",
@@ -98,7 +103,7 @@ class Builder(AnnotationsMixin):
             ``onnx.ModelProto``) instead of an empty one.
         opsets: ``{"ai.onnx": N, "ai.graphcore": 1}``: the opset versions of
             ``builder.aiOnnx`` and ``builder.aiGraphcore`` (default
-            ``popart.defaultAiOnnxOpset``, 11).
+            ``popart.defaultAiOnnxOpset``, 10, as in PopART).
     """
 
     def __init__(self, modelProtoOrFilename: Any = None,  # noqa: N803 - PopART's names
@@ -131,7 +136,13 @@ class Builder(AnnotationsMixin):
         if not 6 <= onnx_version <= LATEST_OPSET:
             raise popart_exception(f"Builder: ai.onnx opset {onnx_version} is not available "
                                    f"(6 to {LATEST_OPSET} are).")
-        self.aiOnnx = onnx_opset_class(onnx_version)(self)
+        # The ai.onnx opset this builder writes: chosen by the parent of a subgraph
+        # builder, by ``opsets``, by a loaded model, or else by the first use of aiOnnx /
+        # aiOnnxOpsetN.
+        self._chosen_onnx: int | None = (
+            _parent._chosen_onnx if _parent is not None
+            else onnx_version if opsets and "ai.onnx" in opsets
+            else self._used_opsets.get("ai.onnx"))
         self.aiGraphcore = AiGraphcoreOpset1(self)
 
     # ------------------------------------------------------------------ opset objects
@@ -147,34 +158,64 @@ class Builder(AnnotationsMixin):
     def aiGraphcoreOpset1(self) -> AiGraphcoreOpset1:  # noqa: N802 - PopART's name
         return AiGraphcoreOpset1(self)
 
+    @property
+    def aiOnnx(self) -> AiOnnx:  # noqa: N802 - PopART's name
+        """The operators of the chosen ai.onnx opset (``popart.defaultAiOnnxOpset``, 10,
+        when nothing chose one; using it chooses that)."""
+        version = self._chosen_onnx or int(self._opsets["ai.onnx"])
+        return self._onnx_opset("aiOnnx", version)
+
     def aiOnnxOpsetVersion(self, version: int) -> None:  # noqa: N802 - PopART's name
         """Make ``builder.aiOnnx`` opset ``version``'s operators."""
-        self.aiOnnx = onnx_opset_class(int(version))(self)
+        self._chosen_onnx = None
+        self._onnx_opset(f"aiOnnxOpset{version}", index_argument("version", version,
+                                                                 "aiOnnxOpsetVersion"))
+
+    def _onnx_opset(self, name: str, version: int) -> AiOnnx:
+        """Opset ``version``'s operators, which a model uses alone: the first choice
+        stays, as in PopART."""
+        opset = onnx_opset_class(version)(self)
+        if self._chosen_onnx is None:
+            self._chosen_onnx = version
+        elif self._chosen_onnx != version:
+            raise RuntimeError(
+                f"Invalid opset {name!r} selected. Opset for domain ai.onnx already defined "
+                f"as {self._chosen_onnx}: an ONNX model has one ai.onnx opset. Use "
+                f"builder.aiOnnx (opset {self._chosen_onnx}), or a Builder(opsets="
+                f"{{'ai.onnx': {version}, 'ai.graphcore': 1}}) for opset {version}.")
+        return opset
 
     # ------------------------------------------------------------------ tensors in
-    def addInputTensor(self, tensorInfo: Any, *args: Any,  # noqa: N802,N803 - PopART's
-                       debugContext: str = "") -> str:
-        """Add a graph input: ``addInputTensor(popart.TensorInfo("FLOAT", [2]), "x")`` or
-        ``addInputTensor("FLOAT", [2], "x")``. Returns its id."""
-        rest = list(args)
-        if isinstance(tensorInfo, TensorInfo):
-            info = tensorInfo
-        else:
-            if not rest:
-                raise TypeError("addInputTensor(dataType, shape, debugContext=''): the shape "
-                                "is missing.")
-            info = TensorInfo(tensorInfo, rest.pop(0))
-        for arg in rest:  # PopART's InputSettings may come first; a string names the input
-            if isinstance(arg, str):
-                debugContext = arg
-        name = self._ids.fresh(self._scoped(str(debugContext) or "input"))
+    def addInputTensor(self, *args: Any, **kwargs: Any) -> str:  # noqa: N802 - PopART's
+        """Add a graph input and return its id. PopART's four forms::
+
+            addInputTensor(tensorInfo, debugContext="")
+            addInputTensor(tensorInfo, settings, debugContext="")
+            addInputTensor(dataType, shape, debugContext="")
+            addInputTensor(dataType, shape, settings, debugContext="")
+
+        ``tensorInfo`` is a ``popart.TensorInfo``; ``dataType`` a type name (``"FLOAT"``),
+        a ``DataType`` or a NumPy type. ``settings`` (a ``popart.InputSettings``) is written
+        to the model's metadata as PopART writes it (``__replicated_stream_mode/<id>``...).
+        """
+        info, settings, debug = input_tensor_arguments(args, kwargs)
+        name = self._ids.fresh(self._scoped(str(debug) or "input"))
         self._model.graph.input.append(_value_info(name, info.dataType().value, info.shape()))
+        if settings is not None:
+            for key, value in input_settings_metadata(settings).items():
+                self._model.metadata_props.add(key=f"{key}/{name}", value=str(value))
         self._changed()
         return name
 
     def addUntypedInputTensor(self, debugContext: str = "") -> str:  # noqa: N802,N803
         """Add an input without a type (for subgraphs whose inputs the caller types)."""
         import onnx
+
+        if self._parent is None:
+            raise popart_exception(
+                "Can not add untyped tensors to the top-level graph. Use "
+                "addInputTensor(popart.TensorInfo(dataType, shape)) instead: the main graph's "
+                "inputs are fed from the host, so their types are needed.")
 
         name = self._ids.fresh(self._scoped(str(debugContext) or "input"))
         self._model.graph.input.append(onnx.ValueInfoProto(name=name))
@@ -300,7 +341,7 @@ class Builder(AnnotationsMixin):
 
     def getTensorDtypeString(self, id: str) -> str:  # noqa: N802,A002
         """NumPy's name of tensor ``id``'s type, e.g. ``"float32"``."""
-        return TensorInfo(self.getTensorDataType(id)).data_type_lcase()
+        return TensorInfo(self.getTensorDataType(id), []).data_type_lcase()
 
     def hasValueInfo(self, id: str) -> bool:  # noqa: N802,A002
         return id in self._inferred_types()
@@ -482,5 +523,5 @@ def make_attribute(name: str, value: Any) -> Any:
 
 for _version in range(6, LATEST_OPSET + 1):
     setattr(Builder, f"aiOnnxOpset{_version}",
-            property(lambda self, v=_version: onnx_opset_class(v)(self)))
+            property(lambda self, v=_version: self._onnx_opset(f"aiOnnxOpset{v}", v)))
 del _version

@@ -181,10 +181,13 @@ class AnnotationsMixin:
     def _get(self, name: str, ids: Any, what: str) -> Any:
         if ids is None:
             if name not in self._context:
-                raise popart_exception(f"No {what} is set: there is no enclosing "
-                                       f"context manager that sets one.")
+                raise popart_exception(f"{what.capitalize()} not set in current scope: no "
+                                       f"enclosing context manager sets a {what}.")
             return self._context[name]
-        return self.getNodeAttribute(name, ids, what)
+        if not self.nodeHasAttribute(name, ids):
+            raise popart_exception(f"Node does not have an attribute {name} (no {what} is "
+                                   "set on the node that makes it).")
+        return self.getNodeAttribute(name, ids)
 
     def _has(self, name: str, ids: Any) -> bool:
         if ids is None:
@@ -247,12 +250,12 @@ class AnnotationsMixin:
         """Add attribute ``attributeName`` to the node producing ``nodeOutputNames``.
 
         Raises:
-            popart_exception: the node already has that attribute.
+            popart_exception: the node already has that attribute (PopART's message,
+                which tests match exactly: remove it first with ``removeNodeAttribute``).
         """
         for tensor_id in _ids(nodeOutputNames):
             if self.nodeHasAttribute(attributeName, tensor_id):
-                raise popart_exception(f"Node producing {tensor_id!r} already has an "
-                                       f"attribute {attributeName!r}.")
+                raise popart_exception(f"Node already has attribute {attributeName}.")
         self._set(_ids(nodeOutputNames), attributeName, attributeValue)
 
     def nodeHasAttribute(self, attributeName: str, nodeOutputNames: Any  # noqa: N802,N803
@@ -261,23 +264,17 @@ class AnnotationsMixin:
         return any(a.name == attributeName for a in node.attribute)
 
     def getNodeAttribute(self, attributeName: str, nodeOutputNames: Any,  # noqa: N802,N803
-                         what: str = "") -> Any:
-        from ipuxl.onnx.importer import attribute_value
+                         ) -> Any:
+        """The value of attribute ``attributeName`` of the node producing
+        ``nodeOutputNames``, whatever its type (lists for repeated values)."""
+        return _attribute_python_value(self._attribute(attributeName, nodeOutputNames))
 
-        node = self._node_of(_ids(nodeOutputNames))
+    def _attribute(self, name: str, node_output_names: Any) -> Any:
+        node = self._node_of(_ids(node_output_names))
         for attribute in node.attribute:
-            if attribute.name == attributeName:
-                value = attribute_value(attribute)
-                return list(value) if isinstance(value, tuple) else value
-        raise popart_exception(f"Node {node.name!r} ({node.op_type}) has no "
-                               f"{what or 'attribute'} {attributeName!r}.")
-
-    getInt64NodeAttribute = getNodeAttribute  # noqa: N815 - PopART's names
-    getInt64VectorNodeAttribute = getNodeAttribute  # noqa: N815
-    getFloatNodeAttribute = getNodeAttribute  # noqa: N815
-    getFloatVectorNodeAttribute = getNodeAttribute  # noqa: N815
-    getStringNodeAttribute = getNodeAttribute  # noqa: N815
-    getStringVectorNodeAttribute = getNodeAttribute  # noqa: N815
+            if attribute.name == name:
+                return attribute
+        raise popart_exception(f"Node does not have an attribute {name}.")
 
     def getBoolNodeAttributeOtherwiseFalse(self, attributeName: str,  # noqa: N802,N803
                                            nodeOutputNames: Any) -> bool:  # noqa: N803
@@ -290,8 +287,8 @@ class AnnotationsMixin:
         for node in self._nodes_of(_ids(nodeOutputNames)):
             kept = [a for a in node.attribute if a.name != attributeName]
             if len(kept) == len(node.attribute):
-                raise popart_exception(f"Node {node.name!r} has no attribute "
-                                       f"{attributeName!r} to remove.")
+                raise popart_exception(f"Cannot remove attribute {attributeName} as it does "
+                                       "not exist.")
             del node.attribute[:]
             node.attribute.extend(kept)
         self._changed()
@@ -344,3 +341,40 @@ def _location_ints(location: Any) -> list[int]:
         return [int(v) for v in location]
     return [index(location.storage), index(location.load_tile_set),
             index(location.storage_tile_set), index(location.replicated_tensor_sharding)]
+
+
+def _attribute_python_value(attribute: Any) -> Any:
+    from ipuxl.onnx.importer import attribute_value
+
+    value = attribute_value(attribute)
+    return list(value) if isinstance(value, tuple) else value
+
+
+def _typed_getter(kind: str, noun: str) -> Any:
+    """``getInt64NodeAttribute`` and its kin: the value of an attribute of ONNX type
+    ``kind``; another type is PopART's error ``"Attribute x is not an integer."``."""
+
+    def getter(self: Any, attributeName: str, nodeOutputNames: Any) -> Any:  # noqa: N803
+        from onnx import AttributeProto
+
+        attribute = self._attribute(attributeName, nodeOutputNames)
+        if attribute.type != getattr(AttributeProto, kind):
+            found = AttributeProto.AttributeType.Name(attribute.type)
+            raise popart_exception(f"Attribute {attributeName} is not {noun}. It is of ONNX "
+                                   f"type {found}: read it with the getter of that type, or "
+                                   "getNodeAttribute.")
+        return _attribute_python_value(attribute)
+
+    getter.__doc__ = f"The value of an attribute that is {noun} (ONNX type {kind})."
+    return getter
+
+
+for _method, _kind, _noun in (
+        ("getInt64NodeAttribute", "INT", "an integer"),
+        ("getInt64VectorNodeAttribute", "INTS", "an integer vector"),
+        ("getFloatNodeAttribute", "FLOAT", "a float"),
+        ("getFloatVectorNodeAttribute", "FLOATS", "a float vector"),
+        ("getStringNodeAttribute", "STRING", "a string"),
+        ("getStringVectorNodeAttribute", "STRINGS", "a string vector")):
+    setattr(AnnotationsMixin, _method, _typed_getter(_kind, _noun))
+del _method, _kind, _noun

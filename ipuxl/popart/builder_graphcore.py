@@ -85,6 +85,17 @@ def tensor_ids(args: Any, where: str, form: str) -> list[str]:
     return list(args)
 
 
+def input_count_error(op_type: str, ids: list[str], counts: tuple[int, int], where: str,
+                      form: str, unbounded: int = 2**31 - 1) -> Exception:
+    """PopART's error for an operator given too few or too many inputs (its message
+    starts ``"Abs has invalid number of inputs 0. Must be between 1..1"``); ``counts`` is
+    (fewest, most), the most ``unbounded`` for "any number" (written ``inf``)."""
+    low, high = counts
+    most = "inf" if high >= unbounded else str(high)
+    return popart_exception(f"{op_type} has invalid number of inputs {len(ids)}. Must be "
+                            f"between {low}..{most} ({where} got {ids}). Write {form}.")
+
+
 class AiGraphcoreOpset1:
     """The ai.graphcore opset 1 operators (see the module docstring)."""
 
@@ -101,9 +112,8 @@ class AiGraphcoreOpset1:
         ids = tensor_ids(args, f"aiGraphcore.{method} ({op_type})",
                          f"aiGraphcore.{method}([{listed}])")
         if not low <= len(ids) <= high:
-            expected = f"{low}" if low == high else f"{low} to {high}"
-            raise popart_exception(f"aiGraphcore.{op_type.lower()} ({op_type}) takes "
-                                   f"{expected} input(s), got {len(ids)}: {ids}.")
+            raise input_count_error(op_type, ids, (low, high), f"aiGraphcore.{method}",
+                                    f"aiGraphcore.{method}([{listed}])")
         written = {k: v for k, v in attributes.items() if v is not None}
         return self._builder.add_node(op_type, ids, written, outputs, domain=DOMAIN,
                                       version=self.version, debug_context=debug)
@@ -219,8 +229,13 @@ class AiGraphcoreOpset1:
     def subsample(self, args: list[str], strides: list[int], debugContext: Any = ""  # noqa: N803
                   ) -> str:
         """Every ``strides[i]``-th element along each axis ``i``."""
-        return self._one("Subsample", args, debugContext,
-                         strides=_ints("strides", strides, "subsample"))
+        steps = _ints("strides", strides, "subsample")
+        for index, step in enumerate(steps):
+            if step <= 0:
+                raise popart_exception(
+                    f"Strides invalid. {step} stride at index {index}: aiGraphcore.subsample "
+                    f"takes every strides[i]-th element, so strides are >= 1 (got {steps}).")
+        return self._one("Subsample", args, debugContext, strides=steps)
 
     def depthtospace(self, args: list[str], blocksize: int, mode: str = "DCR",
                      debugContext: Any = "") -> str:  # noqa: N803
@@ -239,8 +254,12 @@ class AiGraphcoreOpset1:
     def init(self, shape: list[int], data_type: Any, init_type: Any = InitType.Zero,
              batch_axis: int = -1, debugContext: Any = "") -> str:  # noqa: N803
         """A new tensor of ``shape`` and ``data_type`` (a ``popart.DataType`` or name),
-        zero-filled."""
+        zero-filled. PopART's two forms: ``init(shape, data_type, init_type, batch_axis,
+        debugContext="")`` and ``init(shape, data_type, init_type, debugContext="")``."""
         from ipuxl.popart.tensor_info import data_type_of, shape_argument
+
+        if isinstance(batch_axis, str) and debugContext == "":
+            batch_axis, debugContext = -1, batch_axis  # the form without batch_axis
 
         attributes = {"shape": shape_argument(shape, "aiGraphcore.init"),
                       "data_type": int(data_type_of(data_type).value),

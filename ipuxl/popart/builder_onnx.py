@@ -28,6 +28,7 @@ from __future__ import annotations
 import difflib
 import functools
 import inspect
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,7 +36,7 @@ import numpy as np
 
 from ipuxl.host_values import check_numbers, index_argument
 from ipuxl.popart.arguments import number_argument
-from ipuxl.popart.builder_graphcore import tensor_ids
+from ipuxl.popart.builder_graphcore import input_count_error, tensor_ids
 from ipuxl.popart.errors import popart_exception
 
 __all__ = ["AiOnnx", "onnx_opset_class", "op_table", "OpSpec", "LATEST_OPSET"]
@@ -60,7 +61,7 @@ class AttributeSpec:
     name: str
     type: int  # onnx.AttributeProto.AttributeType
     required: bool
-    default: Any  # None when the schema has none
+    default: Any  # None when the schema has none; a tuple for a list
 
 
 @dataclass(frozen=True)
@@ -93,8 +94,8 @@ def _attribute_default(attribute: Any) -> Any:
     value = helper.get_attribute_value(proto)
     if isinstance(value, bytes):
         return value.decode()
-    if isinstance(value, list):
-        return [v.decode() if isinstance(v, bytes) else v for v in value]
+    if isinstance(value, list):  # a tuple: specs are hashable (their signatures are cached)
+        return tuple(v.decode() if isinstance(v, bytes) else v for v in value)
     if isinstance(value, float):
         return float(str(np.float32(value)))  # 1e-05, not 9.999999747378752e-06
     return value
@@ -128,16 +129,27 @@ def op_table(version: int) -> dict[str, OpSpec]:
             for name, schema in sorted(newest.items()) if not schema.deprecated}
 
 
-def _python_default(attribute: AttributeSpec) -> Any:
+def _python_default(spec: OpSpec, attribute: AttributeSpec) -> Any:
     from onnx import AttributeProto
 
     if attribute.required:
         return inspect.Parameter.empty
+    if isinstance(attribute.default, tuple):
+        return list(attribute.default)
     if attribute.default is not None:
         return attribute.default
+    if _kept_when_empty(spec, attribute):
+        return None
     if attribute.type in (AttributeProto.INTS, AttributeProto.FLOATS, AttributeProto.STRINGS):
         return []
     return None
+
+
+def _kept_when_empty(spec: OpSpec, attribute: AttributeSpec) -> bool:
+    """Whether an empty list given for this attribute is written, not dropped: the
+    ``axes`` of the ``Reduce*`` operators, where PopART tells "left out" (``None``: reduce
+    every axis) from ``[]`` (reduce none)."""
+    return spec.op_type.startswith("Reduce") and attribute.name == "axes"
 
 
 @functools.cache
@@ -153,7 +165,7 @@ def _signature(spec: OpSpec) -> inspect.Signature:
         if spec.variable_outputs and attribute.name == "num_outputs":
             continue  # Split-18's attribute: written from the method's num_outputs
         params.append(inspect.Parameter(attribute.name, kind,
-                                        default=_python_default(attribute)))
+                                        default=_python_default(spec, attribute)))
     params.append(inspect.Parameter("debugContext", kind, default=""))
     return inspect.Signature(params)
 
@@ -161,8 +173,8 @@ def _signature(spec: OpSpec) -> inspect.Signature:
 def _same(value: Any, default: Any) -> bool:
     if default is None:
         return False
-    if isinstance(default, list):
-        return isinstance(value, (list, tuple)) and list(value) == default
+    if isinstance(default, tuple):
+        return isinstance(value, (list, tuple)) and list(value) == list(default)
     try:
         return bool(value == default)
     except (TypeError, ValueError):  # arrays
@@ -223,7 +235,7 @@ def _string(name: str, value: Any, where: str) -> str:
 
 
 def _require_sequence(name: str, value: Any, where: str) -> None:
-    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple, np.ndarray)):
+    if isinstance(value, (str, bytes)) or not isinstance(value, (Sequence, np.ndarray)):
         raise TypeError(f"{where}: attribute {name!r} is a list, got "
                         f"{type(value).__name__} {value!r}. Pass a list.")
 
@@ -249,6 +261,9 @@ class AiOnnx:
 
     def __dir__(self) -> list[str]:
         return sorted(set(super().__dir__()) | set(op_table(self.version)))
+
+    def __str__(self) -> str:
+        return f"AiOnnx{self.version}"  # PopART's name of the opset object
 
     def constant(self, value: Any, is_value_sufficient: bool = False,
                  debugContext: Any = "", *, debugPrefix: Any = None) -> str:  # noqa: N803
@@ -280,10 +295,11 @@ def _make_method(opset: AiOnnx, name: str, spec: OpSpec) -> Any:
             kwargs["num_outputs"] = kwargs.pop("outputs")
         try:
             bound = signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            return _write(opset, name, spec, dict(bound.arguments))
         except TypeError as error:
-            raise TypeError(f"aiOnnx.{name}{signature}: {error}") from None
-        bound.apply_defaults()
-        return _write(opset, name, spec, dict(bound.arguments))
+            raise TypeError(incompatible_arguments(name, signature, args, kwargs, error)) \
+                from None
 
     method.__name__ = name
     method.__qualname__ = f"{type(opset).__name__}.{name}"
@@ -298,23 +314,25 @@ def _write(opset: AiOnnx, name: str, spec: OpSpec, arguments: dict[str, Any]) ->
     inputs = tensor_ids(arguments.pop("args", []), where, _call_form(name, spec))
     debug = arguments.pop("debugContext")
     if not spec.min_inputs <= len(inputs) <= spec.max_inputs:
-        expected = (f"{spec.min_inputs}" if spec.min_inputs == spec.max_inputs
-                    else f"{spec.min_inputs} to "
-                    f"{'any number' if spec.max_inputs == _UNBOUNDED else spec.max_inputs}")
-        raise popart_exception(f"{where} takes {expected} input(s), got {len(inputs)}: "
-                               f"{inputs}.")
+        raise input_count_error(spec.op_type, inputs, (spec.min_inputs, spec.max_inputs),
+                                where, _call_form(name, spec), _UNBOUNDED)
     count = spec.max_outputs
     if spec.variable_outputs:
         count = index_argument("num_outputs", arguments.pop("num_outputs"), where)
         if not spec.min_outputs <= count <= spec.max_outputs:
-            raise popart_exception(f"{where}: num_outputs={count} is not between "
-                                   f"{spec.min_outputs} and {spec.max_outputs}.")
+            raise popart_exception(
+                f"{spec.op_type} has an invalid number of outputs {count}. Must be between "
+                f"{spec.min_outputs}..{spec.max_outputs} ({where}: num_outputs is how many "
+                "outputs the node makes).")
     attributes: dict[str, Any] = {}
     for attribute in spec.attributes:
         if attribute.name not in arguments:
             continue
         value = arguments[attribute.name]
-        if not attribute.required and (_empty(value) or _same(value, attribute.default)):
+        if value is None and not attribute.required:
+            continue
+        if not attribute.required and not _kept_when_empty(spec, attribute) \
+                and (_empty(value) or _same(value, attribute.default)):
             continue
         if attribute.required and value is None:
             raise popart_exception(f"{where}: attribute {attribute.name!r} is required.")
@@ -322,11 +340,26 @@ def _write(opset: AiOnnx, name: str, spec: OpSpec, arguments: dict[str, Any]) ->
     if spec.op_type == "Split" and any(a.name == "num_outputs" for a in spec.attributes) \
             and len(inputs) < 2:
         attributes["num_outputs"] = count  # Split-18: sizes from the output count
+    if spec.op_type in ("Conv", "AveragePool", "MaxPool", "Pad"):
+        from ipuxl.popart.builder_shapes import verify_window_node
+
+        verify_window_node(opset._builder._inferred_types(), spec.op_type, inputs, attributes)
     outputs = opset._builder.add_node(spec.op_type, inputs, attributes, count, domain="",
                                       version=opset.version, debug_context=debug)
     if spec.variable_outputs or spec.max_outputs > 1:
         return outputs
     return outputs[0]
+
+
+def incompatible_arguments(name: str, signature: inspect.Signature, args: tuple[Any, ...],
+                           kwargs: dict[str, Any], error: Exception) -> str:
+    """PopART's (pybind11's) message for a call its signature refuses, which tests match
+    (``"add(): incompatible function arguments. The following argument types are
+    supported:"``), then the signature, what was passed and why it does not fit."""
+    given = ", ".join([repr(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs.items()])
+    return (f"{name}(): incompatible function arguments. The following argument types are "
+            f"supported:\n    1. {signature}\n\nInvoked with: {given}\n"
+            f"The arguments do not fit: {error}")
 
 
 def _call_form(name: str, spec: OpSpec) -> str:

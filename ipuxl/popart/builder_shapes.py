@@ -1,4 +1,5 @@
-"""Shapes and element types of a Builder's tensors.
+"""Shapes and element types of a Builder's tensors, and PopART's build-time checks of the
+window operators (Conv, AveragePool, MaxPool, Pad-2) that use them.
 
 ONNX shape inference types the ai.onnx nodes; it skips nodes of other domains, so the
 ``ai.graphcore`` nodes are typed with ipuxl's own import rules (``jax.eval_shape`` of the
@@ -13,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["infer_types"]
+__all__ = ["infer_types", "verify_window_node"]
 
 Types = dict[str, tuple[list[int], int]]  # id -> (shape, ONNX element type)
 
@@ -99,3 +100,90 @@ def _custom_node_types(node: Any, types: Types, opset: int
         return None
     outs = out if isinstance(out, (list, tuple)) else (out,)
     return [(tuple(o.shape), o.dtype) for o in outs]
+
+
+_WINDOW_OPS = ("Conv", "AveragePool", "MaxPool")
+
+
+def verify_window_node(types: Types, op_type: str, inputs: list[str],
+                       attributes: dict[str, Any]) -> None:
+    """PopART's checks of a window operator's attributes against its input's shape, made
+    when the node is added (so the error names the builder call): the lengths of
+    ``strides``, ``pads`` and ``dilations``, a Conv's ``kernel_shape`` against its
+    weights, and an output of negative size. ``types`` are the known tensor types; a
+    node whose input shape is unknown is not checked.
+
+    Raises:
+        popart_exception: with PopART's message (``"Length of strides vector 1 != number
+            of spatial dimensions 2"``...).
+    """
+    if op_type == "Pad" and "pads" in attributes and inputs[0] in types:
+        rank = len(types[inputs[0]][0])
+        if len(attributes["pads"]) != 2 * rank:
+            _fail(f"Padding vector (length {len(attributes['pads'])}) doesn't contain 2 "
+                  f"entries per input dimension {rank}", "give pads as [begin of each axis"
+                  "..., end of each axis...]")
+    if op_type not in _WINDOW_OPS:
+        return
+    kernel = list(attributes.get("kernel_shape", []))
+    if op_type == "Conv" and len(inputs) > 1 and inputs[1] in types:
+        weights = types[inputs[1]][0][2:]
+        if kernel and kernel != weights:
+            _fail(f"kernel_shape, {_dims(kernel)}, does not match inferred shape from weight "
+                  f"input '{inputs[1]}', {_dims(weights)}")
+        kernel = weights
+    if inputs[0] not in types:
+        return
+    shape = types[inputs[0]][0]
+    spatial = len(shape) - 2
+    if spatial < 1:
+        _fail("Input tensor has no spatial dimensions", "give an input of shape [N, C, "
+              "spatial...]")
+    lengths = {"strides": spatial, "dilations": spatial, "pads": 2 * spatial}
+    for name, length in lengths.items():
+        given = list(attributes.get(name, []))
+        if given and len(given) != length:
+            if name == "pads":
+                _fail(f"Padding vector (length {len(given)}) does not have 2 values for each "
+                      f"spatial dimension {spatial}", "give pads as [begins..., ends...]")
+            _fail(f"Length of {name} vector {len(given)} != number of spatial dimensions "
+                  f"{spatial}", f"give one {name[:-1]} per spatial dimension")
+    if kernel:
+        out = _spatial_out_shape(shape[2:], kernel, attributes)
+        if any(d < 0 for d in out):
+            _fail(f"Window parameter values combine to give invalid spatial output shape: "
+                  f"{_dims(out)}")
+
+
+def _spatial_out_shape(spatial: list[int], kernel: list[int], attributes: dict[str, Any]
+                       ) -> list[int]:
+    """The output's spatial sizes, as PopART's receptive-field ops compute them."""
+    count = len(spatial)
+    pads = list(attributes.get("pads", [])) or [0] * 2 * count
+    strides = list(attributes.get("strides", [])) or [1] * count
+    dilations = list(attributes.get("dilations", [])) or [1] * count
+    auto_pad = attributes.get("auto_pad", "NOTSET")
+    rounding = np.ceil if attributes.get("ceil_mode", 0) else np.floor
+    out = []
+    for axis in range(count):
+        size = spatial[axis]
+        if auto_pad == "VALID":
+            out.append(int(np.ceil((size - (kernel[axis] - 1)) / strides[axis])))
+        elif auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+            out.append(int(np.ceil(size / strides[axis])))
+        else:
+            size += pads[axis] + pads[count + axis] - 1 - dilations[axis] * (kernel[axis] - 1)
+            out.append(int(rounding(size / strides[axis])) + 1)
+    return out
+
+
+def _dims(values: list[int]) -> str:
+    return "[" + " ".join(str(v) for v in values) + "]"  # PopART prints shapes so
+
+
+def _fail(message: str, fix: str = "") -> None:
+    """Raise PopART's ``message``, then ``fix`` (left out where PopART's tests compare the
+    whole message)."""
+    from ipuxl.popart.errors import popart_exception
+
+    raise popart_exception(f"{message}. To fix: {fix}." if fix else message)

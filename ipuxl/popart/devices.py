@@ -1,25 +1,49 @@
-"""PopART's device manager, for the devices ipuxl has: the CPU and the IPU model."""
+"""PopART's ``DeviceManager`` and the devices it makes, for the devices ipuxl has.
+
+ipuxl runs programs on the host (XLA on the CPU) and models the IPU
+(:mod:`ipuxl.sim`). So:
+
+* ``createCpuDevice()`` is the CPU: the string ``"cpu"`` that ``popxl.Session`` takes,
+  with PopART's ``DeviceInfo`` members;
+* ``createIpuModelDevice(opts)`` is an IPU model; ``createSimDevice(opts)`` (Graphcore's
+  cycle-accurate simulator) is one too, with the simulator's options;
+  ``createOfflineIPUDevice(opts)`` (compile only, in PopART) is one that ipuxl also runs;
+* no IPU hardware is ever found: ``enumerateDevices`` is empty, the ``tryAcquire...``
+  methods give None and the ``acquire...`` methods raise PopART's errors.
+
+Every device is a :class:`~ipuxl.popart.device_info.DeviceInfo` (a context manager that
+detaches on exit), and every place that takes a device (``ipuxl.Session``, PopART's
+sessions, :mod:`ipuxl.sim`) takes these.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from enum import Enum
+from typing import Any, NoReturn
 
-from ipuxl.popart.errors import popart_exception
+from ipuxl.popart.device_info import (
+    DeviceConnectionType,
+    DeviceInfo,
+    DeviceSelectionCriterion,
+    DeviceType,
+    SyncPattern,
+)
+from ipuxl.popart.errors import popart_exception, poplar_exception
+from ipuxl.sim.device import IpuModelDevice
+from ipuxl.sim.target import preset_of
 
-__all__ = ["DeviceManager", "CpuDevice", "DeviceType"]
+__all__ = ["DeviceManager", "CpuDevice", "IpuModelDeviceInfo", "SimDeviceInfo",
+           "OfflineIpuDeviceInfo"]
+
+SIM_OPTIONS = ("numIPUs", "tilesPerIPU")
+_NO_HARDWARE = ("ipuxl has no IPU hardware: use DeviceManager().createIpuModelDevice({...}) "
+                "(the IPU model) or createCpuDevice().")
 
 
-class DeviceType:
-    """PopART's ``popart.DeviceType`` values (as strings)."""
-
-    Cpu = "Cpu"  # noqa: N815 - PopART's names
-    IpuModel = "IpuModel"  # noqa: N815
-    Ipu = "Ipu"  # noqa: N815
-
-
-class CpuDevice(str):
+class CpuDevice(DeviceInfo, str):
     """``createCpuDevice()``: the string ``"cpu"`` (what ``popxl.Session`` takes) with
-    PopART's ``DeviceInfo`` attributes."""
+    PopART's ``DeviceInfo`` members (one IPU of one tile, as Poplar's CPU target)."""
 
     def __new__(cls) -> CpuDevice:
         return super().__new__(cls, "cpu")
@@ -27,14 +51,73 @@ class CpuDevice(str):
     type = DeviceType.Cpu
     numIpus = 1  # noqa: N815 - PopART's names
     tilesPerIPU = 1  # noqa: N815
-    id = 0
-    version = "cpu"
+    version = "<unknown-cpu>"
+    ipuVersion = "cpu"  # noqa: N815
+
+
+class _ModelDeviceInfo(DeviceInfo, IpuModelDevice):
+    """An IPU model with PopART's ``DeviceInfo`` members; its chip and worker contexts
+    are its Target's."""
+
+    @property
+    def ipuVersion(self) -> str:  # noqa: N802 - PopART's name
+        return self.target.arch
+
+    @property
+    def numWorkerContexts(self) -> int:  # noqa: N802 - PopART's name
+        return self.target.numWorkerContexts
+
+
+class IpuModelDeviceInfo(_ModelDeviceInfo):
+    """``createIpuModelDevice(opts)``: PopART's ``numIPUs``, ``tilesPerIPU`` (4 unless
+    given), ``ipuVersion`` and ``compileIPUCode``, and ipuxl's ``numIOTiles``."""
+
+    def __init__(self, options: Mapping[str, Any] | None = None):
+        super().__init__(options)
+        self.type = DeviceType.IpuModel
+
+
+class SimDeviceInfo(_ModelDeviceInfo):
+    """``createSimDevice(opts)``: ipuxl's IPU model of an ``ipu2`` stands in for Graphcore's
+    simulator. It takes the simulator's options, ``numIPUs`` and ``tilesPerIPU`` (4 unless
+    given)."""
+
+    def __init__(self, options: Mapping[str, Any] | None = None):
+        if isinstance(options, Mapping):
+            _check_keys(options, SIM_OPTIONS, "createSimDevice")
+        super().__init__(options)
+        self.type = DeviceType.Sim
+        self.version = "<unknown-sim>"
+
+
+class OfflineIpuDeviceInfo(_ModelDeviceInfo):
+    """``createOfflineIPUDevice(opts)``: a device PopART compiles for without attaching.
+
+    ipuxl compiles it for the IPU model with these options, and, unlike PopART, also runs
+    the program on it. As in PopART it has the whole chip's tiles unless ``tilesPerIPU``
+    says otherwise, its connection type is ``Never``, and ``attach()`` / ``detach()``
+    raise. ``gatewayMode`` (an IPU-M2000 setting) is accepted and has no effect.
+    """
+
+    def __init__(self, options: Mapping[str, Any] | None = None):
+        if isinstance(options, Mapping):
+            options = {key: value for key, value in options.items() if key != "gatewayMode"}
+        super().__init__(options, offline=True)
+        self.type = DeviceType.OfflineIpu
+        self.connectionType = DeviceConnectionType.Never
+        self.version = "<offline-ipu>"
+
+    @property
+    def driverIds(self) -> list[int]:  # noqa: N802 - PopART's name
+        return [0]
 
     def attach(self) -> bool:
-        return True
+        raise popart_exception("Cannot attach to offline device: it compiles only. Create "
+                               "an IPU model (createIpuModelDevice) to attach to.")
 
     def detach(self) -> None:
-        return None
+        raise popart_exception("Cannot detach from offline device: it never attaches. Use "
+                               "it without a `with` block.")
 
 
 class DeviceManager:
@@ -43,7 +126,7 @@ class DeviceManager:
     def createCpuDevice(self) -> CpuDevice:  # noqa: N802 - PopART's name
         return CpuDevice()
 
-    def createIpuModelDevice(self, options: Any = None) -> Any:  # noqa: N802
+    def createIpuModelDevice(self, options: Any = None) -> IpuModelDeviceInfo:  # noqa: N802
         """An IPU model device: ``{"numIPUs": n, "tilesPerIPU": t, "ipuVersion": v,
         "compileIPUCode": b, "numIOTiles": k}``, with PopART's 4 tiles per IPU when
         ``tilesPerIPU`` is not given.
@@ -54,33 +137,160 @@ class DeviceManager:
                 ``{"tilesPerIPU": 10**12}``), an unknown ``ipuVersion``, a
                 ``compileIPUCode`` that is not a bool.
         """
-        from ipuxl.sim.device import IpuModelDevice
+        return IpuModelDeviceInfo(options)
 
-        return IpuModelDevice(options)
+    def createSimDevice(self, options: Any = None) -> SimDeviceInfo:  # noqa: N802
+        """A simulator device, ``{"numIPUs": n, "tilesPerIPU": t}``: an IPU model (see
+        :class:`SimDeviceInfo`); other options raise as in :meth:`createIpuModelDevice`."""
+        return SimDeviceInfo(options)
 
-    def createOfflineIPUDevice(self, options: Any = None) -> Any:  # noqa: N802
-        """An offline IPU: ipuxl compiles for the IPU model with these options (PopART's
-        ``numIPUs``, ``tilesPerIPU``, ``ipuVersion``, ``syncPattern``; read as strictly as
-        :meth:`createIpuModelDevice`'s). As in PopART it has the whole chip's tiles unless
-        ``tilesPerIPU`` says otherwise."""
-        from ipuxl.sim.device import IpuModelDevice
+    def createOfflineIPUDevice(self, opts: Any = None) -> OfflineIpuDeviceInfo:  # noqa: N802
+        """An offline IPU (``numIPUs``, ``tilesPerIPU``, ``ipuVersion``, ``syncPattern``,
+        ``gatewayMode``; read as strictly as :meth:`createIpuModelDevice`'s): ipuxl
+        compiles and runs it on the IPU model (see :class:`OfflineIpuDeviceInfo`)."""
+        return OfflineIpuDeviceInfo(opts)
 
-        return IpuModelDevice(options, offline=True)
+    def createOfflineIpuFromDeviceInfo(self, deviceInfo: Any) -> OfflineIpuDeviceInfo:  # noqa: N802, N803
+        """An offline IPU with the IPUs, tiles and chip of an IPU-model device.
 
-    def enumerateDevices(self, *args: Any, **kwargs: Any) -> list[Any]:  # noqa: N802
-        """No IPU hardware is attached to ipuxl: an empty list."""
+        Raises:
+            popart_exception: a device with no IPU chip (the CPU).
+        """
+        if not isinstance(deviceInfo, _ModelDeviceInfo):
+            raise popart_exception(
+                f"createOfflineIpuFromDeviceInfo takes an IPU device to copy; got "
+                f"{deviceInfo!r}, which has no IPU target. Pass a device from "
+                "createIpuModelDevice, createSimDevice or createOfflineIPUDevice.")
+        target = deviceInfo.target
+        return OfflineIpuDeviceInfo({"numIPUs": target.numIPUs, "tilesPerIPU": target.tilesPerIPU,
+                                     "ipuVersion": target.preset,
+                                     "numIOTiles": target.numIOTiles})
+
+    def createOfflineIpuFromSystemString(self, system: str,  # noqa: N802
+                                         numIpus: int) -> OfflineIpuDeviceInfo:  # noqa: N803
+        """An offline IPU of the chip ``system`` names (``"ipu2"``, ``"ipu21"``, ``"ipu1"``
+        or an alias such as ``"bow"``), with ``numIpus`` IPUs (0: one, a single chip).
+
+        Raises:
+            popart_exception: an unknown system (the message lists the known ones).
+        """
+        try:
+            preset_of(system)
+        except ValueError as error:
+            raise popart_exception(f"createOfflineIpuFromSystemString: {error}") from None
+        return OfflineIpuDeviceInfo({"numIPUs": numIpus or 1, "ipuVersion": system})
+
+    def enumerateDevices(self, pattern: SyncPattern = SyncPattern.Full,  # noqa: N802
+                         numIpus: int = 1, deviceType: DeviceType = DeviceType.Ipu,  # noqa: N803
+                         connectionType: DeviceConnectionType = DeviceConnectionType.Always,  # noqa: N803
+                         tilesPerIPU: int = 0) -> list[DeviceInfo]:  # noqa: N803
+        """The IPU devices present: none (ipuxl has no IPU hardware; as in PopART, host
+        devices such as the IPU model are made, not enumerated)."""
+        _check_enum("pattern", pattern, SyncPattern)
+        _check_enum("deviceType", deviceType, DeviceType)
+        _check_enum("connectionType", connectionType, DeviceConnectionType)
         return []
 
-    def acquireAvailableDevice(self, *args: Any, **kwargs: Any) -> Any:  # noqa: N802
-        raise popart_exception(
-            "acquireAvailableDevice: ipuxl has no IPU hardware. Use "
-            "DeviceManager().createIpuModelDevice({...}) (the simulated IPU) or "
-            "createCpuDevice()."
-        )
+    def tryAcquireAvailableDevice(  # noqa: N802 - PopART's name
+            self, numIpus: int = 1, tilesPerIpu: int = 0,  # noqa: N803
+            pattern: SyncPattern = SyncPattern.Full,
+            connectionType: DeviceConnectionType = DeviceConnectionType.Always,  # noqa: N803
+            selectionCriterion: DeviceSelectionCriterion = DeviceSelectionCriterion.First,  # noqa: N803
+    ) -> None:
+        """A free IPU device with ``numIpus`` IPUs, or None: always None, as ipuxl has
+        no IPU hardware.
 
-    def acquireDeviceById(self, *args: Any, **kwargs: Any) -> Any:  # noqa: N802
+        Raises:
+            popart_exception: ``numIpus`` is not a power of two, or ``connectionType`` is
+                ``Never`` (PopART's checks).
+        """
+        _check_enum("pattern", pattern, SyncPattern)
+        _check_enum("connectionType", connectionType, DeviceConnectionType)
+        _check_enum("selectionCriterion", selectionCriterion, DeviceSelectionCriterion)
+        if numIpus > 0 and numIpus & (numIpus - 1):
+            raise popart_exception(
+                f"You have attempted to acquire {numIpus} IPUs. The number of IPUs "
+                "requested must be a power of two: ask for 1, 2, 4, 8...")
+        _check_connection(connectionType)
+        return None
+
+    def acquireAvailableDevice(  # noqa: N802 - PopART's name
+            self, numIpus: int = 1, tilesPerIpu: int = 0,  # noqa: N803
+            pattern: SyncPattern = SyncPattern.Full,
+            connectionType: DeviceConnectionType = DeviceConnectionType.Always,  # noqa: N803
+            selectionCriterion: DeviceSelectionCriterion = DeviceSelectionCriterion.First,  # noqa: N803
+    ) -> DeviceInfo:
+        """A free IPU device with ``numIpus`` IPUs.
+
+        Raises:
+            popart_exception: always: PopART's ``Failed to acquire device with N IPUs``
+                (no IPU is present), or :meth:`tryAcquireAvailableDevice`'s errors.
+        """
+        self.tryAcquireAvailableDevice(numIpus, tilesPerIpu, pattern, connectionType,
+                                       selectionCriterion)
         raise popart_exception(
-            "acquireDeviceById: ipuxl has no IPU hardware. Use "
-            "DeviceManager().createIpuModelDevice({...}) (the simulated IPU) or "
-            "createCpuDevice()."
-        )
+            f"Failed to acquire device with {numIpus} IPUs. Ensure that there are "
+            f"sufficient IPUs available: {_NO_HARDWARE}")
+
+    def tryAcquireDeviceById(  # noqa: N802 - PopART's name
+            self, id: int, pattern: SyncPattern = SyncPattern.Full,  # noqa: A002
+            connectionType: DeviceConnectionType = DeviceConnectionType.Always,  # noqa: N803
+    ) -> DeviceInfo | None:
+        """The IPU device with this id, or None while another process holds it. As in
+        PopART with no IPUs present, there is no such device, which raises.
+
+        Raises:
+            popart_exception: ``connectionType`` is ``Never``, or PopART's ``No such
+                device set id`` (Poplar's message).
+        """
+        _no_device_with_id(id, pattern, connectionType)
+
+    def acquireDeviceById(  # noqa: N802 - PopART's name
+            self, id: int, pattern: SyncPattern = SyncPattern.Full,  # noqa: A002
+            connectionType: DeviceConnectionType = DeviceConnectionType.Always,  # noqa: N803
+    ) -> DeviceInfo:
+        """The IPU device with this id; raises as :meth:`tryAcquireDeviceById` does."""
+        _no_device_with_id(id, pattern, connectionType)
+
+    def setOnDemandAttachTimeout(self, attachTimeout: int) -> None:  # noqa: N802, N803
+        """How long an ``OnDemand`` device waits for a busy IPU, in seconds: a no-op, as
+        ipuxl's devices attach at once.
+
+        Raises:
+            TypeError: ``attachTimeout`` is not a non-negative integer (PopART's is
+                unsigned).
+        """
+        if isinstance(attachTimeout, bool) or not isinstance(attachTimeout, int) \
+                or attachTimeout < 0:
+            raise TypeError(f"setOnDemandAttachTimeout takes a whole number of seconds, 0 "
+                            f"or more; got {attachTimeout!r}. Pass an int such as 60.")
+
+
+def _no_device_with_id(device_id: int, pattern: SyncPattern,
+                       connection: DeviceConnectionType) -> NoReturn:
+    _check_enum("pattern", pattern, SyncPattern)
+    _check_enum("connectionType", connection, DeviceConnectionType)
+    _check_connection(connection)
+    raise poplar_exception(f"No such device set id: '{device_id}'. {_NO_HARDWARE}")
+
+
+def _check_connection(connection: DeviceConnectionType) -> None:
+    if connection is DeviceConnectionType.Never:
+        raise popart_exception(
+            "Trying to acquire a hardware device when connectionType is "
+            "DeviceConnectionType::Never. For offline compilation, use "
+            "createOfflineIPUDevice.")
+
+
+def _check_enum(name: str, value: Any, enum: type[Enum]) -> None:
+    if not isinstance(value, enum):
+        raise TypeError(f"{name} must be a popart.{enum.__name__} (one of "
+                        f"{[member.name for member in enum]}); got {value!r}. Pass, for "
+                        f"example, popart.{enum.__name__}.{next(iter(enum)).name}.")
+
+
+def _check_keys(options: Mapping[str, Any], valid: tuple[str, ...], where: str) -> None:
+    for key in options:
+        if key not in valid:
+            raise popart_exception(
+                f"Invalid option {key!r} passed to {where}. Valid options are {list(valid)}.")

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["popart_exception", "poplar_application_runtime_error", "OutOfMemoryException"]
+__all__ = ["popart_exception", "poplar_exception", "poplar_application_runtime_error",
+           "OutOfMemoryException"]
 
 
 class popart_exception(RuntimeError):  # noqa: N801 - PopART's name
@@ -13,6 +14,11 @@ class popart_exception(RuntimeError):  # noqa: N801 - PopART's name
     ipuxl raises it for an inplacing ambiguity when a ``Session`` is built ("Inplacing
     ambiguity detected.") and for type errors found when an op is created.
     """
+
+
+class poplar_exception(RuntimeError):  # noqa: N801 - PopART's name
+    """An error Poplar reports (PopART lets it through as its own type): for example
+    asking for a device id that does not exist."""
 
 
 class poplar_application_runtime_error(RuntimeError):  # noqa: N801 - Poplar's name

@@ -10,7 +10,7 @@ __all__ = ["getSupportedOperations", "getSupportedOperationsDefinition",
            "OperatorIdentifier"]
 
 # PopART's defaults for a Builder made without explicit opsets.
-defaultAiOnnxOpset = 11  # noqa: N816 - PopART's names
+defaultAiOnnxOpset = 10  # noqa: N816 - PopART's names
 defaultAiOnnxMlOpset = 1  # noqa: N816
 defaultAiGraphcoreOpset = 1  # noqa: N816
 

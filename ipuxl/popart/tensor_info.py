@@ -1,7 +1,8 @@
 """PopART's tensor types: ``DataType``, ``TensorInfo`` and ``InputShapeInfo``.
 
-``popart.TensorInfo("FLOAT", [1, 2, 32, 32])`` describes a graph input for
-``Builder.addInputTensor``; ``popart.InputShapeInfo`` gives sessions the shapes of inputs
+``popart.TensorInfo("FLOAT", [1, 2, 32, 32])`` (or ``popart.TensorInfo(array)``, the
+dtype and shape of a NumPy array) describes a graph input for ``Builder.addInputTensor``;
+``popart.InputShapeInfo`` gives sessions the shapes of inputs
 whose dimensions an ONNX model leaves symbolic::
 
     info = popart.TensorInfo("INT32", [4])
@@ -25,7 +26,8 @@ import numpy as np
 from ipuxl.host_values import index_arguments
 from ipuxl.popart.errors import popart_exception
 
-__all__ = ["DataType", "TensorInfo", "InputShapeInfo", "data_type_of", "shape_argument"]
+__all__ = ["DataType", "TensorInfo", "InputShapeInfo", "data_type_of", "shape_argument",
+           "input_tensor_arguments", "input_settings_metadata"]
 
 
 class DataType(IntEnum):
@@ -74,6 +76,7 @@ _BYTES = {
 }
 # Other spellings users write: NumPy names, ONNX's "FLOAT32"-style names.
 _ALIASES = {"FLOAT32": DataType.FLOAT, "HALF": DataType.FLOAT16, "FLOAT64": DataType.DOUBLE}
+_MISSING: Any = object()  # an argument left out (None is a value users pass by mistake)
 
 
 def data_type_of(value: Any) -> DataType:
@@ -112,15 +115,35 @@ def data_type_of(value: Any) -> DataType:
 
 
 class TensorInfo:
-    """A data type and a shape: ``TensorInfo("FLOAT", [1, 2])`` or
-    ``TensorInfo(DataType.FLOAT, [1, 2])``.
+    """A data type and a shape, made as PopART makes one:
+
+    * ``TensorInfo("FLOAT", [1, 2])``, ``TensorInfo(DataType.FLOAT, [1, 2])`` or
+      ``TensorInfo(np.float32, [1, 2])`` (a NumPy type or dtype);
+    * ``TensorInfo(array)``: the dtype and shape of a NumPy array;
+    * ``TensorInfo(dataType, shape, metaShape)``: with PopART's meta-shape (the full
+      shape of a tensor sharded over replicas).
 
     The shape is true integers ``>= 0`` (``[2.5]`` and ``[2.0]`` are refused, not
     truncated; see :func:`shape_argument`); the type is a known name or number."""
 
-    def __init__(self, dataType: Any, shape: Iterable[int] = ()):  # noqa: N803 - PopART's
+    def __init__(self, dataType: Any = _MISSING, shape: Any = _MISSING,  # noqa: N803
+                 metaShape: Iterable[int] = ()):  # noqa: N803 - PopART's names
+        if shape is _MISSING:
+            if not isinstance(dataType, np.ndarray):
+                raise TypeError(_ARGUMENTS_MESSAGE.format(found=_found(dataType)))
+            dataType, shape = dataType.dtype, dataType.shape
         self._data_type = data_type_of(dataType)
         self._shape = shape_argument(shape, "TensorInfo")
+        self._meta_shape = shape_argument(metaShape, "TensorInfo metaShape")
+
+    def set(self, dataType: Any, shape: Any = _MISSING,  # noqa: A003,N803 - PopART's names
+            metaShape: Any = _MISSING) -> None:  # noqa: N803
+        """Change the type, and the shape and meta-shape when given."""
+        self._data_type = data_type_of(dataType)
+        if shape is not _MISSING:
+            self._shape = shape_argument(shape, "TensorInfo.set")
+        if metaShape is not _MISSING:
+            self._meta_shape = shape_argument(metaShape, "TensorInfo.set metaShape")
 
     def dataType(self) -> DataType:  # noqa: N802 - PopART's name
         return self._data_type
@@ -136,8 +159,18 @@ class TensorInfo:
     def shape(self) -> list[int]:
         return list(self._shape)
 
-    def dim(self, index: int) -> int:
-        return self._shape[index]
+    def metaShape(self) -> list[int]:  # noqa: N802 - PopART's name
+        """The full shape of a replica-sharded tensor (``[]`` when it is not sharded)."""
+        return list(self._meta_shape)
+
+    def dim(self, i: int) -> int:
+        """The size of dimension ``i`` (``0 <= i < rank()``)."""
+        if isinstance(i, bool) or not isinstance(i, (int, np.integer)) \
+                or not 0 <= i < len(self._shape):
+            raise popart_exception(
+                f"Invalid input dimension {i}, tensor of rank {len(self._shape)}. Dimensions "
+                f"are counted from 0: pass 0 to {len(self._shape) - 1}.")
+        return self._shape[int(i)]
 
     def rank(self) -> int:
         return len(self._shape)
@@ -148,18 +181,44 @@ class TensorInfo:
     def nbytes(self) -> int:
         return self.nelms() * _BYTES.get(self._data_type, 0)
 
+    def strides(self, shape: Iterable[int]) -> list[int]:
+        """The bytes to step along each dimension of a row-major array of ``shape`` with
+        this type (NumPy's ``ndarray.strides``)."""
+        dims = shape_argument(shape, "TensorInfo.strides")
+        item = _BYTES.get(self._data_type, 0)
+        if not dims:
+            return []
+        if dims == [0]:
+            return [item]
+        strides = [item] * len(dims)
+        for index in range(len(dims) - 2, -1, -1):
+            strides[index] = strides[index + 1] * dims[index + 1]
+        return strides
+
     def __eq__(self, other: object) -> bool:
         return (isinstance(other, TensorInfo) and other._data_type == self._data_type
-                and other._shape == self._shape)
+                and other._shape == self._shape and other._meta_shape == self._meta_shape)
 
     def __hash__(self) -> int:
-        return hash((self._data_type, tuple(self._shape)))
+        return hash((self._data_type, tuple(self._shape), tuple(self._meta_shape)))
 
     def __repr__(self) -> str:
         return f"TensorInfo({self.data_type()!r}, {self._shape})"
 
     def __str__(self) -> str:
         return f"({self.data_type()},[{','.join(str(d) for d in self._shape)}])"
+
+
+_ARGUMENTS_MESSAGE = (
+    "Can not create TensorInfo with {found}: a TensorInfo is made from a data type and a "
+    "shape, or from one NumPy array. Write popart.TensorInfo(\"FLOAT\", [2, 3]) or "
+    "popart.TensorInfo(np.zeros((2, 3), np.float32)).")
+
+
+def _found(value: Any) -> str:
+    if value is _MISSING:
+        return "no arguments"
+    return f"the single argument {type(value).__name__} {value!r}"
 
 
 def shape_argument(shape: Any, where: str) -> list[int]:
@@ -209,3 +268,54 @@ class InputShapeInfo:
     def shapes(self) -> dict[str, list[int]]:
         """``{id: shape}``, the form :func:`ipuxl.onnx.model_to_ir` takes."""
         return {name: info.shape() for name, info in self._infos.items()}
+
+
+_INPUT_FORMS = ("addInputTensor(tensorInfo, debugContext='') or addInputTensor(dataType, "
+                "shape, debugContext=''), each with an optional InputSettings before the "
+                "debugContext")
+
+
+def input_tensor_arguments(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, Any, Any]:
+    """``(TensorInfo, settings or None, debugContext)`` from ``addInputTensor``'s
+    arguments, in any of PopART's four forms."""
+    rest = list(args)
+    keywords = dict(kwargs)
+    for keyword in ("shape", "dataType", "tensorInfo"):
+        if keyword in keywords:
+            rest.insert(0, keywords.pop(keyword))
+    if not rest:
+        raise TypeError(f"addInputTensor: the input's type is missing. Write {_INPUT_FORMS}.")
+    if isinstance(rest[0], TensorInfo):
+        info = rest.pop(0)
+    else:
+        if len(rest) < 2:
+            raise TypeError(f"addInputTensor({rest[0]!r}): the shape is missing. Write "
+                            f"{_INPUT_FORMS}.")
+        info = TensorInfo(rest.pop(0), rest.pop(0))
+    settings = keywords.pop("settings", None)
+    debug = keywords.pop("debugContext", keywords.pop("debugPrefix", ""))
+    if keywords:
+        raise TypeError(f"addInputTensor got unexpected keyword arguments {sorted(keywords)}; "
+                        f"write {_INPUT_FORMS}.")
+    if rest and not isinstance(rest[0], str):
+        settings = rest.pop(0)
+    if rest:
+        debug = rest.pop(0)
+    if rest:
+        raise TypeError(f"addInputTensor got {len(args)} positional arguments; write "
+                        f"{_INPUT_FORMS}.")
+    return info, settings, debug
+
+
+def input_settings_metadata(settings: Any) -> dict[str, int]:
+    """The model metadata PopART writes for an input's ``InputSettings``: the numbers of
+    its tile set, exchange strategy and replicated stream mode."""
+    methods = {"__tile_set": "tileSet", "__exchange_strategy": "exchangeStrategy",
+               "__replicated_stream_mode": "replicatedStreamMode"}
+    if not all(callable(getattr(settings, m, None)) for m in methods.values()):
+        raise TypeError(f"addInputTensor: settings must be a popart.InputSettings, got "
+                        f"{type(settings).__name__} {settings!r}. Write popart.InputSettings("
+                        "popart.ReplicatedStreamMode.Broadcast) or leave it out.")
+    return {key: int(getattr(getattr(settings, method)(), "value",
+                             getattr(settings, method)()))
+            for key, method in methods.items()}

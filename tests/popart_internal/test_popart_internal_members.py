@@ -68,7 +68,13 @@ def test_partials_type_hint_wins_over_session_option():
     assert matmul_op("half", popxl.float32).getPartialsType() is _ir.op.MatMulPartialsType.FLOAT
 
 
-@pytest.mark.parametrize("option", ["foo", "double", 2])
+def test_partials_type_session_option_must_be_a_string():
+    options = popxl.Ir()._pb_ir.getSessionOptions()
+    with pytest.raises(TypeError, match="SessionOptions.partialsTypeMatMuls takes a str"):
+        options.partialsTypeMatMuls = 2
+
+
+@pytest.mark.parametrize("option", ["foo", "double"])
 def test_partials_type_bad_session_option_refuses_the_matmul(option):
     # PopXL reads the option when it builds a matmul without partials_type.
     with pytest.raises(ValueError, match=r"^matmul: the session option partialsTypeMatMuls "
