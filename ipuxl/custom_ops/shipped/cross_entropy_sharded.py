@@ -47,15 +47,13 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from ipuxl.context import get_current_context
 from ipuxl.custom_ops.bindings import BindingModule, op_binding
 from ipuxl.custom_ops.declare import CustomOp, GradContext
 from ipuxl.custom_ops.loader import register_binding_module
-from ipuxl.custom_ops.replicas import all_reduce
+from ipuxl.custom_ops.replicas import all_reduce, popart_grouping_assignment
 from ipuxl.ops.collectives.named_axis import Groups
 from ipuxl.popart._internal.ir._hints import AvailableMemoryHints
 from ipuxl.popart.errors import popart_exception
-from ipuxl.replica_grouping import PopartReplicaGrouping
 from ipuxl.tensor import Tensor, TensorSpec
 
 __all__ = ["DOMAIN", "MODULES"]
@@ -261,24 +259,6 @@ def _wr_grad(grad_op: CustomOp) -> Callable[..., list[Tensor | None]]:
 # ------------------------------------------------------------------ binding modules
 
 
-def _group_assignment(group: Any) -> tuple[int, ...]:
-    """The assignment of a PopART ``ReplicaGrouping`` of the current Ir's replicas."""
-    if not isinstance(group, PopartReplicaGrouping):
-        raise TypeError(
-            "CrossEntropyShardedOp.createOpInGraph: `group` must be a popart "
-            f"ReplicaGrouping, got {type(group).__name__} {group!r}. Pass "
-            "`replica_grouping._pb_replica_grouping`."
-        )
-    replicas = get_current_context().graph.ir.replication_factor
-    if group.getNumReplicas() != replicas:
-        raise popart_exception(
-            f"CrossEntropyShardedOp: the replica grouping is of {group.getNumReplicas()} "
-            f"replicas, but the Ir has replication_factor={replicas}. Make the grouping "
-            "with `ir.replica_grouping(...)` after setting the replication factor."
-        )
-    return tuple(group.getGroupAt(r) for r in range(replicas))
-
-
 def _sharded_module() -> BindingModule:
     grad_op = CustomOp("CrossEntropyShardedGrad", domain=DOMAIN, lower=_lower_sharded_grad,
                        infer=lambda dloss, loss, nls, logits, indices: [
@@ -289,7 +269,8 @@ def _sharded_module() -> BindingModule:
                   output_names=["cross_entropy_sharded_out",
                                 "cross_entropy_sharded_soft_max_out"])
     cls = op_binding("CrossEntropyShardedOp", op, attrs=("group",),
-                     transform=lambda group: {"assignment": _group_assignment(group)})
+                     transform=lambda group: {"assignment": popart_grouping_assignment(
+                         "CrossEntropyShardedOp", group)})
     create = cls.createOpInGraph
 
     def createOpInGraph(graph: Any, inputs: Any, outputs: Any, group: Any,  # noqa: N802
