@@ -4,9 +4,6 @@ saved packages, the IPU model, @ipuxl.jit; and its errors."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import textwrap
 
 import jax.numpy as jnp
@@ -20,6 +17,7 @@ from ipuxl.custom_ops import CustomOp, replicas
 from ipuxl.dot import to_dot
 from ipuxl.printing import format_ir
 from ipuxl.runtime import ModelRunner
+from tests.custom_ops.helpers import run_with_cpu_devices
 
 LEAKY_RELU = CustomOp("TestLeakyRelu", domain="test.ops", version=2,
                       lower=lambda x, *, alpha: jnp.where(x >= 0, x, alpha * x),
@@ -147,13 +145,7 @@ def test_the_collective_gives_the_same_values_with_shard_map():
         np.testing.assert_array_equal(got, expected)
         print("ok")
     """)
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4",
-               JAX_PLATFORMS="cpu")
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env["PYTHONPATH"] = os.pathsep.join([root, env.get("PYTHONPATH", "")])
-    result = subprocess.run([sys.executable, "-c", code], env=env, cwd=root,
-                            capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0 and result.stdout.strip().endswith("ok"), result.stderr[-2000:]
+    run_with_cpu_devices(code, 4, timeout=300)
 
 
 def test_a_saved_package_runs_the_op(tmp_path):

@@ -12,10 +12,6 @@ each block split into ``stride`` groups of every ``stride``-th replica.
 
 from __future__ import annotations
 
-import importlib
-import os
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
@@ -29,6 +25,7 @@ from ipuxl.popart import popart_exception
 from ipuxl.popart._internal.ir.patterns import Patterns, PatternsLevel
 from ipuxl.replica_grouping import PopartReplicaGrouping
 from ipuxl.transforms import autodiff
+from tests.custom_ops.helpers import import_fake_addons_package, run_with_cpu_devices
 
 
 def _binding(module: str, cls: str) -> type:
@@ -219,14 +216,7 @@ def test_the_shard_map_path_gives_the_same_values():
         check_results(run_grouping(4, (2, 2), "shard_map")[0])
         print("ok")
     """)
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8",
-               JAX_PLATFORMS="cpu")
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env["PYTHONPATH"] = os.pathsep.join([root, env.get("PYTHONPATH", "")])
-    result = subprocess.run([sys.executable, "-c", code], env=env, cwd=root,
-                            capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0 and result.stdout.strip().endswith("ok"), \
-        result.stderr[-3000:]
+    run_with_cpu_devices(code, 8)
 
 
 # ------------------------------------------------------------------ gradients, patterns
@@ -327,18 +317,8 @@ def test_argument_errors(build, error, message):
 
 def test_popxl_addons_layout_imports_the_modules(tmp_path, monkeypatch):
     # A package laid out as popxl-addons' op folders: a .cpp beside the wrapper module.
-    package = tmp_path / "fake_addons_collectives"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
     names = ["replicated_all_gather_strided_binding", "replicated_reduce_scatter_strided_binding",
              "replicated_all_reduce_strided_binding", "replicated_all_reduce_TP_binding"]
-    for name in names:
-        (package / f"{name}.cpp").write_text("// cppimport\n")
-    (package / "wrappers.py").write_text(
-        "from . import " + ", ".join(names) + "\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    for name in [package.name, *(f"{package.name}.{n}" for n in [*names, "wrappers"])]:
-        monkeypatch.delitem(sys.modules, name, raising=False)
-    wrappers = importlib.import_module(f"{package.name}.wrappers")
+    wrappers = import_fake_addons_package(tmp_path, monkeypatch, "fake_addons_collectives", names)
     assert wrappers.replicated_all_reduce_TP_binding.ReplicatedAllReduceTPOp is ALL_REDUCE_TP
     assert wrappers.replicated_all_gather_strided_binding.ReplicatedAllGatherStridedOp is GATHER

@@ -12,10 +12,6 @@ vocabulary into uneven shards of one replica.
 
 from __future__ import annotations
 
-import importlib
-import os
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
@@ -27,6 +23,7 @@ from ipuxl.custom_ops import binding_module
 from ipuxl.popart import popart_exception
 from ipuxl.replica_grouping import PopartReplicaGrouping
 from ipuxl.transforms import autodiff
+from tests.custom_ops.helpers import import_fake_addons_package, run_with_cpu_devices
 
 SHARDED = binding_module("crossentropysharded_binding").members["CrossEntropyShardedOp"]
 WR = binding_module("crossentropysharded_wr_binding").members["CrossEntropyShardedOp"]
@@ -36,7 +33,6 @@ SAMPLES, SHARD = 6, 5
 GROUPINGS = [(1, None), (4, None), (4, (2, 2)), (8, (1, 2)), (8, (2, 4)), (8, (4, 2)),
              (8, (1, 1))]
 GROUPING_IDS = [f"R{r}-{'all' if g is None else f's{g[0]}g{g[1]}'}" for r, g in GROUPINGS]
-
 
 # ------------------------------------------------------------------ the wrappers' calls
 
@@ -167,14 +163,7 @@ def test_the_shard_map_path_gives_the_same_values():
             check_results(run_grouping(replicas, grouping, "shard_map"))
         print("ok")
     """)
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8",
-               JAX_PLATFORMS="cpu")
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env["PYTHONPATH"] = os.pathsep.join([root, env.get("PYTHONPATH", "")])
-    result = subprocess.run([sys.executable, "-c", code], env=env, cwd=root,
-                            capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0 and result.stdout.strip().endswith("ok"), \
-        result.stderr[-3000:]
+    run_with_cpu_devices(code, 8)
 
 
 def test_only_the_loss_gradient_flows_as_in_cpp():
@@ -333,16 +322,7 @@ def test_argument_errors(build, error, message):
 
 def test_popxl_addons_layout_imports_the_modules(tmp_path, monkeypatch):
     # A package laid out as popxl-addons' op folders: a .cpp beside the wrapper module.
-    package = tmp_path / "fake_addons_cross_entropy"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
     names = ["crossentropysharded_binding", "crossentropysharded_wr_binding"]
-    for name in names:
-        (package / f"{name}.cpp").write_text("// cppimport\n")
-    (package / "wrappers.py").write_text("from . import " + ", ".join(names) + "\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    for name in [package.name, *(f"{package.name}.{n}" for n in [*names, "wrappers"])]:
-        monkeypatch.delitem(sys.modules, name, raising=False)
-    wrappers = importlib.import_module(f"{package.name}.wrappers")
+    wrappers = import_fake_addons_package(tmp_path, monkeypatch, "fake_addons_cross_entropy", names)
     assert wrappers.crossentropysharded_binding.CrossEntropyShardedOp is SHARDED
     assert wrappers.crossentropysharded_wr_binding.CrossEntropyShardedOp is WR

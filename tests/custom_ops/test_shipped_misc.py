@@ -10,9 +10,6 @@ the gradient flows only through the input's other uses.
 
 from __future__ import annotations
 
-import importlib
-import sys
-
 import numpy as np
 import pytest
 
@@ -22,6 +19,7 @@ from ipuxl.custom_ops import binding_module
 from ipuxl.popart import popart_exception
 from ipuxl.popart._internal.ir._hints import OptionalFloat
 from ipuxl.transforms import autodiff
+from tests.custom_ops.helpers import import_fake_addons_package
 
 DECOMPRESS = binding_module("group_quantize_decompress_binding").members
 FP8 = binding_module("fp8_mse_scale_impl").members
@@ -415,16 +413,7 @@ def test_popxl_addons_layout_imports_the_modules(tmp_path, monkeypatch):
     # Packages laid out as popxl-addons' op folders: a .cpp beside the wrapper module.
     names = ["group_quantize_decompress_binding", "fp8_mse_scale_impl",
              "linear_layout_impl", "dense_sparse_matmul_impl"]
-    package = tmp_path / "fake_addons_misc"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
-    for name in names:
-        (package / f"{name}.cpp").write_text("// cppimport\n")
-    (package / "wrappers.py").write_text("from . import " + ", ".join(names) + "\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    for name in [package.name, *(f"{package.name}.{n}" for n in [*names, "wrappers"])]:
-        monkeypatch.delitem(sys.modules, name, raising=False)
-    wrappers = importlib.import_module(f"{package.name}.wrappers")
+    wrappers = import_fake_addons_package(tmp_path, monkeypatch, "fake_addons_misc", names)
     assert (wrappers.group_quantize_decompress_binding.GroupQuantizeDecompressOp
             is DECOMPRESS["GroupQuantizeDecompressOp"])
     assert wrappers.fp8_mse_scale_impl.Fp8ScalingBiasParams is FP8["Fp8ScalingBiasParams"]

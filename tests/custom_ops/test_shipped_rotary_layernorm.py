@@ -13,10 +13,6 @@ subprocess.
 
 from __future__ import annotations
 
-import importlib
-import os
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
@@ -28,6 +24,7 @@ from ipuxl.custom_ops import binding_module
 from ipuxl.popart import popart_exception
 from ipuxl.replica_grouping import PopartReplicaGrouping
 from ipuxl.transforms import autodiff
+from tests.custom_ops.helpers import import_fake_addons_package, run_with_cpu_devices
 
 ROTARY = binding_module("rotary_pos_embed_binding").members["RotaryPosEmbedOp"]
 LAYER_NORM = binding_module("layer_norm_distributed_binding").members["LayerNormDistributedOp"]
@@ -300,14 +297,7 @@ def test_layer_norm_the_shard_map_path_gives_the_same_values():
         check_results(run_layer_norm(4, (2, 2), "shard_map"))
         print("ok")
     """)
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8",
-               JAX_PLATFORMS="cpu")
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env["PYTHONPATH"] = os.pathsep.join([root, env.get("PYTHONPATH", "")])
-    result = subprocess.run([sys.executable, "-c", code], env=env, cwd=root,
-                            capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0 and result.stdout.strip().endswith("ok"), \
-        result.stderr[-3000:]
+    run_with_cpu_devices(code, 8)
 
 
 def _layer_norm_in_ir(x_shape=(2, 4), w_shape=(4,), dtype=np.float32, w_dtype=None,
@@ -386,18 +376,9 @@ def test_square_add_errors(x_dtype, scale, message):
 
 def test_popxl_addons_layout_imports_the_modules(tmp_path, monkeypatch):
     # A package laid out as popxl-addons' op folders: a .cpp beside the wrapper module.
-    package = tmp_path / "fake_addons_rotary_layernorm"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
     names = ["rotary_pos_embed_binding", "layer_norm_distributed_binding",
              "grad_reduce_square_add_binding"]
-    for name in names:
-        (package / f"{name}.cpp").write_text("// cppimport\n")
-    (package / "wrappers.py").write_text("from . import " + ", ".join(names) + "\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    for name in [package.name, *(f"{package.name}.{n}" for n in [*names, "wrappers"])]:
-        monkeypatch.delitem(sys.modules, name, raising=False)
-    wrappers = importlib.import_module(f"{package.name}.wrappers")
+    wrappers = import_fake_addons_package(tmp_path, monkeypatch, "fake_addons_rotary_layernorm", names)
     assert wrappers.rotary_pos_embed_binding.RotaryPosEmbedOp is ROTARY
     assert wrappers.layer_norm_distributed_binding.LayerNormDistributedOp is LAYER_NORM
     assert wrappers.grad_reduce_square_add_binding.GradReduceSquareAddOp is SQUARE_ADD
