@@ -14,7 +14,9 @@ The Ir a PopART session runs is an ordinary PopXL program:
   ``Accum___<w>`` variables, which an outer ``repeat(batchesPerStep)`` body reduces (over
   replicas too), applies and zeroes after ``repeat(accumulationFactor)`` micro-batches.
 
-Every anchor is stored every micro-batch; the session turns the ``[bps, accl, repl, ...]``
+Gradient anchors (``Gradient___<id>``) may name any floating-point tensor the loss depends
+on: the autodiff call requires the weights and those tensors, and each anchor stores the
+gradient of the scaled loss, as PopART's do. Every anchor is stored every micro-batch; the session turns the ``[bps, accl, repl, ...]``
 values into what each anchor's return type asks for (:mod:`ipuxl.popart.dataflow`).
 """
 
@@ -224,6 +226,7 @@ def _build_training(program: Program, dataflow: Any, arrays: dict[str, np.ndarra
     forward_anchors = [a for a in dataflow.anchors() if a not in gradient_anchors]
     weight_inputs: dict[str, Any] = {}
     data_inputs: dict[str, Any] = {}
+    named: dict[str, Any] = {}  # every tensor of the forward graph, by ONNX name
     loss_id = loss if loss is not None else "__ipuxl_loss__"
 
     def forward() -> None:
@@ -240,6 +243,7 @@ def _build_training(program: Program, dataflow: Any, arrays: dict[str, np.ndarra
         if losses:
             env[loss_id] = _seed_era_losses(env, losses)
         _record_infos(program, env)
+        named.update((n, t) for n, t in env.items() if isinstance(t, ipuxl.Tensor))
         value = importer.tensor(loss_id, _lookup(env, loss_id))
         if value.nelms != 1 or not value.dtype.is_floating_point:
             raise popart_exception(
@@ -253,11 +257,12 @@ def _build_training(program: Program, dataflow: Any, arrays: dict[str, np.ndarra
     forward.__qualname__ = "onnx_forward"
     fwd = ir.create_graph(forward)
     weights_in_fwd = list(weight_inputs.values())
-    grad_info = autodiff(fwd, grads_provided=fwd.outputs[:1], grads_required=weights_in_fwd)
-    for anchor in gradient_anchors:
-        if anchor[len(reservedGradientPrefix()):] not in program.weights:
-            raise popart_exception(f"Anchor {anchor!r}: {anchor[len(reservedGradientPrefix()):]!r}"
-                                   " is not a weight of the model, so it has no gradient.")
+    # Gradients anchored beyond the weights' (inputs, activations): PopART gives one to
+    # every floating-point tensor the loss depends on.
+    extra = _anchored_gradients(gradient_anchors, named, fwd.outputs[0], program.weights)
+    grad_info = autodiff(fwd, grads_provided=fwd.outputs[:1],
+                         grads_required=weights_in_fwd + [named[n] for n in extra])
+    extra_index = {name: len(weights_in_fwd) + i for i, name in enumerate(extra)}
 
     for name, variable in program.weights.items():
         for prefix, init in optimizer.state(name):
@@ -336,15 +341,19 @@ def _build_training(program: Program, dataflow: Any, arrays: dict[str, np.ndarra
         bwd_info = ops.call_with_info(grad_info.graph, seed,
                                       inputs_dict=grad_info.inputs_dict(fwd_info))
         by_tensor = grad_info.fwd_parent_ins_to_grad_parent_outs(fwd_info, bwd_info)
+        scaled = {name: by_tensor[made[name]] for name in program.weights}
+        scaled.update((name, bwd_info.outputs[i]) for name, i in extra_index.items())
+        scaled[loss_id] = seed
         grads = {}
         for name in program.weights:
-            grad = by_tensor[made[name]]
+            grad = scaled[name]
             grads[name] = grad * (1.0 / scale) if not isinstance(scale, float) or scale != 1.0 \
                 else grad
         for index, anchor in enumerate(forward_anchors):
             _store_anchor(program, anchor, fwd_info.outputs[1 + index])
         for anchor in gradient_anchors:
-            _store_anchor(program, anchor, grads[anchor[len(reservedGradientPrefix()):]])
+            # PopART's gradient tensors carry the loss scaling (its updates divide it out).
+            _store_anchor(program, anchor, scaled[anchor[len(reservedGradientPrefix()):]])
         if update:
             apply_updates(made, grads)
         else:
@@ -388,6 +397,46 @@ def _build_training(program: Program, dataflow: Any, arrays: dict[str, np.ndarra
 
     outer.__qualname__ = "training_step"
     ops.repeat(ir.create_graph(outer), plan.batches_per_step, inputs_dict=outer_bindings)
+
+
+def _anchored_gradients(anchors: Sequence[str], named: Mapping[str, Any], loss: Any,
+                        weights: Mapping[str, Any]) -> list[str]:
+    """The non-weight tensors whose gradients ``anchors`` ask for, checked as PopART's
+    ``Ir::validateAnchors``: each must be a floating-point tensor the loss depends on (the
+    loss itself is answered by the gradient seed)."""
+    prefix = reservedGradientPrefix()
+    on_path = _loss_depends_on(loss)
+    extra = []
+    for anchor in anchors:
+        name = anchor[len(prefix):]
+        if name in weights or named.get(name) is loss or name in extra:
+            continue
+        tensor = named.get(name)
+        if tensor is not None and tensor in on_path and tensor.dtype.is_floating_point:
+            extra.append(name)
+            continue
+        if tensor is None:
+            why = f"There is no tensor `{name}' in the model"
+        elif not tensor.dtype.is_floating_point:
+            why = (f"`{name}' IS in tensors, but it is {tensor.dtype.name}: only "
+                   "floating-point tensors have gradients")
+        else:
+            why = (f"Interestingly, `{name}' IS in tensors. Not all tensors can have their "
+                   "gradients anchored: it does not lead to the loss, so its gradient is zero "
+                   "and never computed")
+        raise popart_exception(f"Anchor tensor `{anchor}' not in Ir Tensors. {why}. Anchor "
+                               f"{prefix}<id> of a weight, an input or an activation on the "
+                               "loss's path.")
+    return extra
+
+
+def _loss_depends_on(loss: Any) -> set[Any]:
+    """Every tensor of ``loss``'s graph that ``loss`` is computed from (``loss`` too)."""
+    needed = {loss}
+    for op in reversed(loss.graph.ops):
+        if any(t in needed for t in op.outputs):
+            needed.update(op.inputs)
+    return needed
 
 
 def _reduction_is_mean(options: Any) -> bool:
