@@ -164,3 +164,21 @@ def test_gradient_matches_finite_differences(results, name: str) -> None:
             assert actual == pytest.approx(expected, rel=RTOL, abs=ATOL), (
                 f"input {index}, direction {direction.ravel()[:6]}...: autodiff {actual}, "
                 f"finite differences {expected}")
+
+
+def test_abs_gradient_at_zero_is_zero_as_popart() -> None:
+    """``abs``'s gradient is ``sign(x)`` (PopART's AbsGradOp): 0 at 0, where JAX's own
+    ``abs`` would give 1."""
+    ir = popxl.Ir()
+    with ir.main_graph:
+        x = popxl.variable(np.array([-2.0, 0.0, 3.0], np.float32), name="x")
+        fwd = ir.create_graph(lambda t: ops.abs(t), x)
+        info = autodiff(fwd)
+        seed = popxl.constant(np.array([5.0, 5.0, 5.0], np.float32))
+        call = ops.call_with_info(fwd, x)
+        grad = ops.call(info.graph, seed, inputs_dict=info.inputs_dict(call))[0]
+        out = popxl.d2h_stream(grad.shape, grad.dtype, "g")
+        ops.host_store(out, grad)
+    with popxl.Session(ir, "cpu") as session:
+        result = session.run()
+    np.testing.assert_array_equal(result[out], [-5.0, 0.0, 5.0])

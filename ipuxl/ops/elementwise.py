@@ -96,12 +96,25 @@ def _sign(x: jax.Array) -> jax.Array:
         x.dtype, jnp.floating) else jnp.sign(x)
 
 
+@jax.custom_jvp
+def abs_value(x: jax.Array) -> jax.Array:
+    """``|x|`` whose gradient is ``sign(x)``, 0 at 0 (PopART's ``AbsGradOp``; JAX's own
+    ``abs`` gives 1 there)."""
+    return jnp.abs(x)
+
+
+@abs_value.defjvp
+def _abs_value_jvp(primals: tuple[jax.Array], tangents: tuple[jax.Array]) -> tuple:
+    (x,), (tangent,) = primals, tangents
+    return jnp.abs(x), jnp.sign(x).astype(tangent.dtype) * tangent
+
+
 def _swish(x: jax.Array) -> jax.Array:
     return x * jax.nn.sigmoid(x)
 
 
 # name, lowering, type rule, doc, has an in-place variant
-abs, _ = _unary("abs", jnp.abs, _numeric_rule("abs"), "|t|, elementwise.")
+abs, _ = _unary("abs", abs_value, _numeric_rule("abs"), "|t|, elementwise.")
 ceil, _ = _unary("ceil", jnp.ceil, float_only("ceil"), "Round up to an integer value.")
 floor, _ = _unary("floor", jnp.floor, float_only("floor"), "Round down to an integer value.")
 cos, _ = _unary("cos", jnp.cos, float_only("cos"), "Cosine.")
