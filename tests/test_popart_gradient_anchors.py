@@ -42,7 +42,7 @@ def train(anchor_ids: list[str], *, loss_scaling: float = 1.0, batches: int = 1,
     if accumulation > 1:
         options.enableGradientAccumulation = True
         options.accumulationFactor = accumulation
-    optimizer = popart.SGD({"defaultLearningRate": (0.0, True),
+    optimizer = popart.SGD({"defaultLearningRate": (0.0, False),
                             "lossScaling": (loss_scaling, True)})
     session = popart.TrainingSession(proto, flow, ids["loss"], optimizer,
                                      deviceInfo=popart.DeviceManager().createCpuDevice(),

@@ -13,6 +13,7 @@ The enum values are PopART's (``popart.SyncPattern.SinglePipeline.value == 1``),
 from __future__ import annotations
 
 from enum import Enum
+from typing import Any
 
 __all__ = ["DeviceInfo", "DeviceType", "SyncPattern", "DeviceConnectionType",
            "DeviceSelectionCriterion"]
@@ -122,6 +123,11 @@ class DeviceInfo:
         ipuVersion: the chip the device targets (``"ipu2"``, ``"ipu21"``...).
         numIpus: how many IPUs the device has.
         tilesPerIPU: how many tiles each IPU has (``tilesPerIpu`` is the same).
+        rng_state: the state of the device's random-number generators, which every
+            session on the device shares (None until a session starts it; see
+            :mod:`ipuxl.popart.session_random`).
+        loaded_engine: a weak reference to the session whose program the device holds
+            (None: none yet); a session that finds another's loads its own again.
     """
 
     type: DeviceType
@@ -132,6 +138,8 @@ class DeviceInfo:
     numIpus: int  # noqa: N815
     tilesPerIPU: int  # noqa: N815
     _attached = False
+    rng_state: Any = None
+    loaded_engine: Any = None
 
     @property
     def tilesPerIpu(self) -> int:  # noqa: N802 - PopART's name

@@ -8,8 +8,11 @@ ipuxl runs programs on the host (XLA on the CPU) and models the IPU
 * ``createIpuModelDevice(opts)`` is an IPU model; ``createSimDevice(opts)`` (Graphcore's
   cycle-accurate simulator) is one too, with the simulator's options;
   ``createOfflineIPUDevice(opts)`` (compile only, in PopART) is one that ipuxl also runs;
-* no IPU hardware is ever found: ``enumerateDevices`` is empty, the ``tryAcquire...``
-  methods give None and the ``acquire...`` methods raise PopART's errors.
+* no IPU hardware is found: ``enumerateDevices`` is empty, the ``tryAcquire...``
+  methods give None and the ``acquire...`` methods raise PopART's errors; unless
+  ``POPXL_OFFLINE_DEVICE=ipu_model`` is set (as for PopXL's ``"ipu_hw"``), which puts a
+  stand-in system of :data:`STAND_IN_IPUS` IPU-model IPUs where the hardware would be
+  (:class:`StandInIpuDeviceInfo`).
 
 Every device is a :class:`~ipuxl.popart.device_info.DeviceInfo` (a context manager that
 detaches on exit), and every place that takes a device (``ipuxl.Session``, PopART's
@@ -18,10 +21,14 @@ sessions, :mod:`ipuxl.sim`) takes these.
 
 from __future__ import annotations
 
+import os
+import random
+import weakref
 from collections.abc import Mapping
 from enum import Enum
-from typing import Any, NoReturn
+from typing import Any
 
+from ipuxl.devices import OFFLINE_DEVICE_ENV
 from ipuxl.popart.device_info import (
     DeviceConnectionType,
     DeviceInfo,
@@ -34,11 +41,39 @@ from ipuxl.sim.device import IpuModelDevice
 from ipuxl.sim.target import preset_of
 
 __all__ = ["DeviceManager", "CpuDevice", "IpuModelDeviceInfo", "SimDeviceInfo",
-           "OfflineIpuDeviceInfo"]
+           "OfflineIpuDeviceInfo", "StandInIpuDeviceInfo", "STAND_IN_IPUS", "stand_in_hardware"]
 
 SIM_OPTIONS = ("numIPUs", "tilesPerIPU")
 _NO_HARDWARE = ("ipuxl has no IPU hardware: use DeviceManager().createIpuModelDevice({...}) "
-                "(the IPU model) or createCpuDevice().")
+                "(the IPU model) or createCpuDevice(), or set POPXL_OFFLINE_DEVICE=ipu_model "
+                "for IPU-model devices standing in for hardware.")
+# The IPUs of the stand-in system, and the chip they model (an IPU-POD16 of Mk2 IPUs).
+STAND_IN_IPUS = 16
+STAND_IN_CHIP = "ipu2"
+_GC_MONITOR = ("If you have enabled the Poplar SDK you can check device availability with "
+               "the `gc-monitor` command-line utility.")
+
+
+def stand_in_hardware() -> bool:
+    """Whether IPU-model devices stand in for IPU hardware: ``POPXL_OFFLINE_DEVICE`` is
+    ``ipu_model``, the setting under which PopXL's ``"ipu_hw"`` runs on the IPU model."""
+    return os.environ.get(OFFLINE_DEVICE_ENV) == "ipu_model"
+
+
+def _device_sets() -> dict[int, tuple[int, ...]]:
+    """Poplar's device ids of the stand-in system: each single IPU (ids 0-15), then each
+    aligned pair (16-23), four (24-27), eight (28, 29) and all sixteen (30)."""
+    sets: dict[int, tuple[int, ...]] = {}
+    size = 1
+    while size <= STAND_IN_IPUS:
+        for first in range(0, STAND_IN_IPUS, size):
+            sets[len(sets)] = tuple(range(first, first + size))
+        size *= 2
+    return sets
+
+
+# Which device holds each stand-in IPU (weakly: a device that is gone holds nothing).
+_HOLDERS: dict[int, weakref.ref] = {}
 
 
 class CpuDevice(DeviceInfo, str):
@@ -120,6 +155,58 @@ class OfflineIpuDeviceInfo(_ModelDeviceInfo):
                                "it without a `with` block.")
 
 
+class StandInIpuDeviceInfo(_ModelDeviceInfo):
+    """An IPU device of the stand-in system (``POPXL_OFFLINE_DEVICE=ipu_model``): PopART's
+    hardware ``DeviceInfo`` (type ``Ipu``, Poplar's device id, the IPUs it holds as
+    ``driverIds``), compiled and run on the IPU model of its IPUs and tiles.
+
+    Attaching takes its IPUs: ``attach()`` gives False while another device holds one of
+    them, as on hardware. ``tryAttachUntilTimeout()`` tries once (nothing else in the
+    process could free them while it waits).
+    """
+
+    def __init__(self, device_id: int, ipus: tuple[int, ...], tiles_per_ipu: int,
+                 pattern: SyncPattern, connection: DeviceConnectionType):
+        options: dict[str, Any] = {"numIPUs": len(ipus), "ipuVersion": STAND_IN_CHIP,
+                                   "syncPattern": str(pattern)}
+        if tiles_per_ipu:
+            options["tilesPerIPU"] = tiles_per_ipu
+        super().__init__(options, offline=True)
+        self.type = DeviceType.Ipu
+        self.id = device_id
+        self.connectionType = connection
+        self.version = STAND_IN_CHIP
+        self._ipus = ipus
+
+    @property
+    def driverIds(self) -> list[int]:  # noqa: N802 - PopART's name
+        return list(self._ipus)
+
+    def _busy(self) -> bool:
+        """Whether another device holds one of this device's IPUs."""
+        for ipu in self._ipus:
+            holder = _HOLDERS.get(ipu)
+            if holder is not None and holder() not in (None, self):
+                return True
+        return False
+
+    def attach(self) -> bool:
+        """Take this device's IPUs; False (and nothing taken) while another holds one."""
+        if self._busy():
+            return False
+        for ipu in self._ipus:
+            _HOLDERS[ipu] = weakref.ref(self)
+        self._attached = True
+        return True
+
+    def detach(self) -> None:
+        for ipu in self._ipus:
+            holder = _HOLDERS.get(ipu)
+            if holder is not None and holder() in (None, self):
+                del _HOLDERS[ipu]
+        self._attached = False
+
+
 class DeviceManager:
     """PopART's device manager, for the devices ipuxl has: the CPU and the IPU model."""
 
@@ -184,21 +271,32 @@ class DeviceManager:
                          numIpus: int = 1, deviceType: DeviceType = DeviceType.Ipu,  # noqa: N803
                          connectionType: DeviceConnectionType = DeviceConnectionType.Always,  # noqa: N803
                          tilesPerIPU: int = 0) -> list[DeviceInfo]:  # noqa: N803
-        """The IPU devices present: none (ipuxl has no IPU hardware; as in PopART, host
-        devices such as the IPU model are made, not enumerated)."""
+        """The IPU devices of ``numIpus`` IPUs present, attached or not: none, as ipuxl has
+        no IPU hardware (host devices such as the IPU model are made, not enumerated, as
+        in PopART), except the stand-in system's under ``POPXL_OFFLINE_DEVICE=ipu_model``.
+        ``tilesPerIPU`` (0: the whole chip) makes them virtual devices of that many tiles.
+        """
         _check_enum("pattern", pattern, SyncPattern)
         _check_enum("deviceType", deviceType, DeviceType)
         _check_enum("connectionType", connectionType, DeviceConnectionType)
-        return []
+        if deviceType is not DeviceType.Ipu or not stand_in_hardware():
+            return []
+        return [StandInIpuDeviceInfo(device_id, ipus, tilesPerIPU, pattern, connectionType)
+                for device_id, ipus in _device_sets().items() if len(ipus) == numIpus]
 
     def tryAcquireAvailableDevice(  # noqa: N802 - PopART's name
             self, numIpus: int = 1, tilesPerIpu: int = 0,  # noqa: N803
             pattern: SyncPattern = SyncPattern.Full,
             connectionType: DeviceConnectionType = DeviceConnectionType.Always,  # noqa: N803
             selectionCriterion: DeviceSelectionCriterion = DeviceSelectionCriterion.First,  # noqa: N803
-    ) -> None:
-        """A free IPU device with ``numIpus`` IPUs, or None: always None, as ipuxl has
-        no IPU hardware.
+    ) -> DeviceInfo | None:
+        """A free IPU device with ``numIpus`` IPUs, or None when there is none (always,
+        unless IPU-model devices stand in for hardware).
+
+        PopART's rule: the devices in id order (``Random``: shuffled, the same way on
+        every call); with ``Always`` the first one that attaches, with ``OnDemand`` the
+        first one (attached by the session that uses it; ipuxl passes over devices
+        another holds, which PopART would wait for at that point).
 
         Raises:
             popart_exception: ``numIpus`` is not a power of two, or ``connectionType`` is
@@ -212,6 +310,16 @@ class DeviceManager:
                 f"You have attempted to acquire {numIpus} IPUs. The number of IPUs "
                 "requested must be a power of two: ask for 1, 2, 4, 8...")
         _check_connection(connectionType)
+        devices = self.enumerateDevices(pattern, numIpus, DeviceType.Ipu, connectionType,
+                                        tilesPerIpu)
+        if selectionCriterion is DeviceSelectionCriterion.Random:
+            random.Random(1).shuffle(devices)
+        for device in devices:
+            if connectionType is DeviceConnectionType.Always:
+                if device.attach():
+                    return device
+            elif not device._busy():
+                return device
         return None
 
     def acquireAvailableDevice(  # noqa: N802 - PopART's name
@@ -220,37 +328,59 @@ class DeviceManager:
             connectionType: DeviceConnectionType = DeviceConnectionType.Always,  # noqa: N803
             selectionCriterion: DeviceSelectionCriterion = DeviceSelectionCriterion.First,  # noqa: N803
     ) -> DeviceInfo:
-        """A free IPU device with ``numIpus`` IPUs.
+        """A free IPU device with ``numIpus`` IPUs (see :meth:`tryAcquireAvailableDevice`).
 
         Raises:
-            popart_exception: always: PopART's ``Failed to acquire device with N IPUs``
-                (no IPU is present), or :meth:`tryAcquireAvailableDevice`'s errors.
+            popart_exception: PopART's ``Failed to acquire device with N IPUs`` when none
+                is free (always, without the stand-in system), or
+                :meth:`tryAcquireAvailableDevice`'s errors.
         """
-        self.tryAcquireAvailableDevice(numIpus, tilesPerIpu, pattern, connectionType,
-                                       selectionCriterion)
-        raise popart_exception(
-            f"Failed to acquire device with {numIpus} IPUs. Ensure that there are "
-            f"sufficient IPUs available: {_NO_HARDWARE}")
+        device = self.tryAcquireAvailableDevice(numIpus, tilesPerIpu, pattern,
+                                                connectionType, selectionCriterion)
+        if device is None:
+            why = (f"the stand-in system has {STAND_IN_IPUS} IPUs; detach the devices you "
+                   f"hold first. {_GC_MONITOR}" if stand_in_hardware() else _NO_HARDWARE)
+            raise popart_exception(f"Failed to acquire device with {numIpus} IPUs. Ensure "
+                                   f"that there are sufficient IPUs available: {why}")
+        return device
 
     def tryAcquireDeviceById(  # noqa: N802 - PopART's name
             self, id: int, pattern: SyncPattern = SyncPattern.Full,  # noqa: A002
             connectionType: DeviceConnectionType = DeviceConnectionType.Always,  # noqa: N803
     ) -> DeviceInfo | None:
-        """The IPU device with this id, or None while another process holds it. As in
-        PopART with no IPUs present, there is no such device, which raises.
+        """The IPU device with this Poplar id, or None while another device holds its
+        IPUs (``Always`` attaches it; ``OnDemand`` leaves that to the session).
 
         Raises:
-            popart_exception: ``connectionType`` is ``Never``, or PopART's ``No such
-                device set id`` (Poplar's message).
+            popart_exception: ``connectionType`` is ``Never``.
+            poplar_exception: Poplar's ``No such device set id`` (always, without the
+                stand-in system).
         """
-        _no_device_with_id(id, pattern, connectionType)
+        _check_enum("pattern", pattern, SyncPattern)
+        _check_enum("connectionType", connectionType, DeviceConnectionType)
+        _check_connection(connectionType)
+        sets = _device_sets() if stand_in_hardware() else {}
+        if isinstance(id, bool) or not isinstance(id, int) or id not in sets:
+            why = (f"the stand-in system's device ids are 0 to {len(sets) - 1}."
+                   if sets else _NO_HARDWARE)
+            raise poplar_exception(f"No such device set id: '{id}'. {why}")
+        device = StandInIpuDeviceInfo(id, sets[id], 0, pattern, connectionType)
+        if connectionType is DeviceConnectionType.Always and not device.attach():
+            return None
+        return device
 
     def acquireDeviceById(  # noqa: N802 - PopART's name
             self, id: int, pattern: SyncPattern = SyncPattern.Full,  # noqa: A002
             connectionType: DeviceConnectionType = DeviceConnectionType.Always,  # noqa: N803
     ) -> DeviceInfo:
-        """The IPU device with this id; raises as :meth:`tryAcquireDeviceById` does."""
-        _no_device_with_id(id, pattern, connectionType)
+        """The IPU device with this id; raises as :meth:`tryAcquireDeviceById` does, and
+        PopART's ``Failed to acquire device with id`` while another device holds it."""
+        device = self.tryAcquireDeviceById(id, pattern, connectionType)
+        if device is None:
+            raise popart_exception(
+                f"Failed to acquire device with id '{id}'. Ensure it is available: another "
+                f"device holds its IPUs; detach that one first. {_GC_MONITOR}")
+        return device
 
     def setOnDemandAttachTimeout(self, attachTimeout: int) -> None:  # noqa: N802, N803
         """How long an ``OnDemand`` device waits for a busy IPU, in seconds: a no-op, as
@@ -264,14 +394,6 @@ class DeviceManager:
                 or attachTimeout < 0:
             raise TypeError(f"setOnDemandAttachTimeout takes a whole number of seconds, 0 "
                             f"or more; got {attachTimeout!r}. Pass an int such as 60.")
-
-
-def _no_device_with_id(device_id: int, pattern: SyncPattern,
-                       connection: DeviceConnectionType) -> NoReturn:
-    _check_enum("pattern", pattern, SyncPattern)
-    _check_enum("connectionType", connection, DeviceConnectionType)
-    _check_connection(connection)
-    raise poplar_exception(f"No such device set id: '{device_id}'. {_NO_HARDWARE}")
 
 
 def _check_connection(connection: DeviceConnectionType) -> None:

@@ -49,7 +49,8 @@ from ipuxl.popart.losses import (
     ReductionType,
     reduction_type,
 )
-from ipuxl.popart.names import reservedGradientPrefix
+from ipuxl.popart.names import reservedGradientPrefix, reservedRestoredPrefix
+from ipuxl.popart.pipeline import check_pipelining
 
 __all__ = ["Program", "Plan", "build_program"]
 
@@ -138,6 +139,7 @@ def build_program(fn_model: Any, dataflow: Any, *, input_shape_info: Any = None,
     source = model_source(fn_model, model)
     training = optimizer is not None
     plan = _plan(dataflow, options, training)
+    check_pipelining(model, options, plan.batches_per_step, training)
     ir = ipuxl.Ir(replication=plan.replicas)
     ir.num_host_transfers = plan.micro_batches
     program = Program(ir, plan, model, source=source)
@@ -244,6 +246,12 @@ def _build_training(program: Program, dataflow: Any, arrays: dict[str, np.ndarra
             env[loss_id] = _seed_era_losses(env, losses)
         _record_infos(program, env)
         named.update((n, t) for n, t in env.items() if isinstance(t, ipuxl.Tensor))
+        if options is not None and getattr(options, "enablePipelining", False):
+            # A pipelined PopART program stashes activations and restores them for the
+            # backward pass as `Restored___<id>`: the same values, which ipuxl never copies.
+            restored = reservedRestoredPrefix()
+            env.update((a, env[a[len(restored):]]) for a in forward_anchors
+                       if a.startswith(restored) and a[len(restored):] in env)
         value = importer.tensor(loss_id, _lookup(env, loss_id))
         if value.nelms != 1 or not value.dtype.is_floating_point:
             raise popart_exception(

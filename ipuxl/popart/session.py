@@ -27,8 +27,10 @@ checked before the step runs.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
+import weakref
 from typing import Any
 
 import numpy as np
@@ -36,14 +38,19 @@ import numpy as np
 from ipuxl.host_values import cast
 from ipuxl.popart.arguments import output_array
 from ipuxl.popart.dataflow import AnchorReturnTypeId, DataFlow
+from ipuxl.popart.device_info import DeviceConnectionType, DeviceInfo
 from ipuxl.popart.errors import popart_exception
 from ipuxl.popart.program import Program, build_program
+from ipuxl.popart.session_checks import check_engine_options, check_step_inputs
+from ipuxl.popart.session_random import SessionRandomness
 from ipuxl.popart.stepio import PyStepIO, PyStepIOCallback, PyWeightsIO
+
+_DEVICE_LOG = logging.getLogger("popart.devicex")
 
 __all__ = ["InferenceSession", "TrainingSession"]
 
 
-class _Session:
+class _Session(SessionRandomness):
     """What inference and training sessions share."""
 
     def __init__(self, fnModel: Any, dataFlow: DataFlow, deviceInfo: Any,  # noqa: N803
@@ -70,31 +77,68 @@ class _Session:
         self.accumulationFactor = self._program.plan.accumulation  # noqa: N815
         self._host_weights = {name: np.array(v._data) for name, v in
                               self._program.weights.items()}
+        # The host's copy of the optimizer state (Accl___<weight>...), as PopART keeps one.
+        self._host_state = {name: np.array(v._data) for name, v in
+                            self._program.state.items()}
         self._session: Any = None
         self._lock = threading.RLock()
         self._seed: int | None = None
+        self._training = optimizer is not None
+        # Where the device's shared state lives: the DeviceInfo, or this session for a
+        # device given as a plain string.
+        self._device_state: Any = deviceInfo if isinstance(deviceInfo, DeviceInfo) else self
 
     # ---------------------------------------------------------------- the device
     def prepareDevice(self, loadEngine: bool = True, err: Any = None) -> None:  # noqa: N802, N803
-        """Compile the program (the IPU model checks that it fits) and attach."""
-        from ipuxl.session import Session
+        """Compile the program (the IPU model checks that it fits; PopART's log line
+        ``Graph compiled``), then, with ``loadEngine``, load it onto the device.
+
+        Raises:
+            poplar_exception: an engine option Poplar does not know
+                (:func:`~ipuxl.popart.session_checks.check_engine_options`).
+        """
 
         with self._lock:
-            if self._session is not None:
-                return
-            device = self.deviceInfo
-            if self._program.plan.replicas > 1 and str(device) == "cpu":
-                raise popart_exception(
-                    f"Replication ({self._program.plan.replicas} replicas) needs several "
-                    "devices; a CPU device is one. Use DeviceManager().createIpuModelDevice("
-                    f"{{'numIPUs': {self._program.plan.replicas}}}).")
-            _dump_ir(self._program.ir)
-            self._session = Session(self._program.ir, device)
-            self._session.__enter__()
-            _write_tile_map(self._session)
+            if self._session is None:
+                device = self.deviceInfo
+                if self._program.plan.replicas > 1 and str(device) == "cpu":
+                    raise popart_exception(
+                        f"Replication ({self._program.plan.replicas} replicas) needs several "
+                        "devices; a CPU device is one. Use DeviceManager()."
+                        f"createIpuModelDevice({{'numIPUs': {self._program.plan.replicas}}}).")
+                check_engine_options(self.options)
+                _dump_ir(self._program.ir)
+                self._session = _compile(self._program, device)
+                self._session.__enter__()
+                _write_tile_map(self._session)
+                _DEVICE_LOG.info("Graph compiled")
+            if loadEngine:
+                self.loadEngineAndConnectStreams()
 
     def loadEngineAndConnectStreams(self) -> None:  # noqa: N802
-        self._require_device("loadEngineAndConnectStreams")
+        """Load the compiled program onto the device (PopART's log line ``Engine
+        loaded``), attaching an ``OnDemand`` device first. ``run`` does this when another
+        session's program was loaded onto the device since.
+
+        Raises:
+            popart_exception: no compiled program yet, or an ``OnDemand`` device whose
+                IPUs another device holds (PopART's messages).
+        """
+        with self._lock:
+            if self._session is None:
+                raise popart_exception("Trying to load an engine but no compiled engine. Did "
+                                       "you forget to call prepareDevice()?")
+            device = self.deviceInfo
+            if getattr(device, "connectionType", None) is DeviceConnectionType.OnDemand \
+                    and not device.isAttached and not device.tryAttachUntilTimeout():
+                raise popart_exception("Failed to attach to device: another device holds its "
+                                       "IPUs. Detach that device first.")
+            self._device_state.loaded_engine = weakref.ref(self)
+            _DEVICE_LOG.info("Engine loaded")
+
+    def _engine_loaded(self) -> bool:
+        loaded = self._device_state.loaded_engine
+        return loaded is not None and loaded() is self
 
     def compileAndExport(self, executablePath: str) -> None:  # noqa: N802, N803
         """Compile and write the program, with the current weights, as one package file
@@ -152,6 +196,9 @@ class _Session:
                 feed = {self._program.inputs[n]: self._gather_callback(stepio, n)
                         for n in self._program.inputs}
             elif isinstance(stepio, PyStepIO):
+                if stepio.runtime_asserts:
+                    check_step_inputs(stepio.inputs, self._program,
+                                      list(self._program.inputs), self._input_elements)
                 for anchor in self._program.anchors:
                     self._anchor_array(stepio, anchor)
                 feed = {stream: self._input_array(stepio, name)
@@ -159,9 +206,10 @@ class _Session:
             else:
                 raise TypeError("run takes a popart.PyStepIO or popart.PyStepIOCallback, got "
                                 f"{type(stepio).__name__}.")
-            if self._seed is not None:
-                self._seed += 1
+            if not self._engine_loaded():
+                self.loadEngineAndConnectStreams()
             outputs = session.run(feed)
+            self._advance_rng_state()
             for anchor, stream in self._program.anchors.items():
                 value = self._anchor_value(anchor, np.asarray(outputs[stream]))
                 if isinstance(stepio, PyStepIOCallback):
@@ -179,6 +227,16 @@ class _Session:
         lead = [d for d in (nht, replicas) if d > 1]
         return array.reshape(*lead, *shape)
 
+    def _input_elements(self, name: str) -> tuple[int, str]:
+        """How many elements a step's array for input ``name`` has, and how it is laid
+        out (for messages)."""
+        plan = self._program.plan
+        layout = self._micro_layout(name)
+        return int(np.prod(layout)), (
+            f"The input of a step is [batchesPerStep={plan.batches_per_step}, "
+            f"accumulationFactor={plan.accumulation}, replicationFactor={plan.replicas}, "
+            f"*{list(layout[2:])}] with the dimensions of size 1 left out.")
+
     def _input_array(self, stepio: PyStepIO, name: str) -> np.ndarray:
         if name not in stepio.inputs:
             raise popart_exception(
@@ -186,16 +244,11 @@ class _Session:
                 f"({sorted(self._program.inputs)}).")
         _, dtype = self._program.infos[name]
         array = stepio.inputs[name]
-        layout = self._micro_layout(name)
-        expected = int(np.prod(layout))
+        expected, layout = self._input_elements(name)
         if array.size != expected:
-            plan = self._program.plan
             raise popart_exception(
                 f"Unexpected number of input elements for Tensor {name}. Expected {expected}, "
-                f"but received {array.size}. The input of a step is [batchesPerStep="
-                f"{plan.batches_per_step}, accumulationFactor={plan.accumulation}, "
-                f"replicationFactor={plan.replicas}, *{list(layout[2:])}] with the "
-                "dimensions of size 1 left out.")
+                f"but received {array.size}. {layout}")
         array = cast(array, dtype.as_numpy(), f"PyStepIO input {name!r}",
                      f"The model's tensor is {dtype.as_numpy()}: convert the data first.")
         return self._session_layout(np.ascontiguousarray(array), name)
@@ -264,19 +317,24 @@ class _Session:
 
     # ---------------------------------------------------------------- weights
     def weightsFromHost(self) -> None:  # noqa: N802
-        """Copy the host's weights to the device."""
+        """Copy the host's weights and optimizer state to the device (the state as it
+        started, as ``weightsToHost`` last read it, or as ``resetHostWeights`` set it)."""
         with self._lock:
             session = self._require_device("weightsFromHost")
-            session.write_variables_data(
-                {self._program.weights[n]: a for n, a in self._host_weights.items()})
+            values = {self._program.weights[n]: a for n, a in self._host_weights.items()}
+            values.update({self._program.state[n]: a for n, a in self._host_state.items()})
+            session.write_variables_data(values)
 
     def weightsToHost(self) -> None:  # noqa: N802
-        """Copy the device's weights into the host's copy."""
+        """Copy the device's weights and optimizer state into the host's copy."""
         with self._lock:
             session = self._require_device("weightsToHost")
-            data = session.get_tensors_data(list(self._program.weights.values()))
+            variables = {**self._program.weights, **self._program.state}
+            data = session.get_tensors_data(list(variables.values()))
             for name, variable in self._program.weights.items():
                 self._host_weights[name] = np.array(data[variable])
+            for name, variable in self._program.state.items():
+                self._host_state[name] = np.array(data[variable])
 
     def readWeights(self, weightsIo: PyWeightsIO) -> None:  # noqa: N802, N803
         """Copy the host's weights (and optimizer state) into ``weightsIo``'s arrays."""
@@ -324,44 +382,66 @@ class _Session:
             self._host_weights.update(new)
 
     def modelToHost(self, fn: str) -> None:  # noqa: N802
-        """Save the model with the device's current weights to ``fn``."""
+        """Save the model with the device's current weights to ``fn``; a training
+        session's optimizer state (``Accl___<weight>``...) is saved as more initializers,
+        as PopART does."""
         import onnx
         from onnx import numpy_helper
 
         with self._lock:
             if self._session is not None:
                 self.weightsToHost()
+            state = self._host_state
             model = onnx.ModelProto()
             model.CopyFrom(self._program.model)
             for initializer in model.graph.initializer:
                 if initializer.name in self._host_weights:
                     initializer.CopyFrom(numpy_helper.from_array(
                         self._host_weights[initializer.name], initializer.name))
+            known = {initializer.name for initializer in model.graph.initializer}
+            model.graph.initializer.extend(numpy_helper.from_array(value, name)
+                                           for name, value in state.items()
+                                           if name not in known)
             onnx.save(model, fn)
 
     def resetHostWeights(self, modelProtoOrFilename: Any,  # noqa: N802, N803
                          ignoreWeightsInModelWithoutCorrespondingHostWeight: bool = False  # noqa: N803
                          ) -> None:
-        """Replace the host's weights with the initializers of another model."""
+        """Replace the host's weights (and optimizer state) with the initializers of
+        another model, such as one ``modelToHost`` saved; ``weightsFromHost`` uploads
+        them. Initializers that are constants of this session's model are left as they
+        are.
+
+        Raises:
+            popart_exception: an inference session with ``constantWeights`` (the
+                default), or an initializer that is no tensor of this session, unless
+                ``ignoreWeightsInModelWithoutCorrespondingHostWeight`` (PopART's
+                messages).
+        """
         from ipuxl.onnx.importer import load_model
         from ipuxl.onnx.model_ir import initializer_arrays
 
+        if not self._training and getattr(self.options, "constantWeights", True):
+            raise popart_exception(
+                "Cannot call resetHostWeights when constantWeights is set: set "
+                "SessionOptions.constantWeights = False for an InferenceSession whose "
+                "weights change.")
         arrays = initializer_arrays(load_model(modelProtoOrFilename).graph)
         with self._lock:
+            weights, state = {}, {}
             for name, array in arrays.items():
-                if name not in self._host_weights:
-                    if ignoreWeightsInModelWithoutCorrespondingHostWeight:
-                        continue
-                    raise popart_exception(
-                        f"resetHostWeights: the model's initializer {name!r} is not a weight "
-                        "of this session (pass ignoreWeightsInModelWithoutCorresponding"
-                        "HostWeight=True to skip it).")
-                self.writeWeights(PyWeightsIO({name: array}))
-
-    def setRandomSeed(self, seedValue: int) -> None:  # noqa: N802, N803
-        """Seed the session's random operators (recorded; the imported random operators
-        take their seeds from the model's attributes)."""
-        self._seed = int(seedValue)
+                if name in self._host_weights:
+                    weights[name] = array
+                elif name in self._program.state:
+                    current = self._program.state[name]
+                    state[name] = cast(np.asarray(array).reshape(current.shape),
+                                       current.dtype.as_numpy(), f"resetHostWeights {name!r}",
+                                       "Save the model with this session's modelToHost.")
+                elif name not in self._program.infos \
+                        and not ignoreWeightsInModelWithoutCorrespondingHostWeight:
+                    raise popart_exception(f"resetWeights, no tensor '{name}' in tensors")
+            self.writeWeights(PyWeightsIO(weights))
+            self._host_state.update(state)
 
     # ---------------------------------------------------------------- reports
     def getSummaryReport(self, resetProfile: bool = True) -> str:  # noqa: N802, N803
@@ -449,6 +529,22 @@ def _report_of(session: Any) -> Any:
         return session.report
     except RuntimeError:
         return None
+
+
+def _compile(program: Any, device: Any) -> Any:
+    """The ipuxl Session of ``program`` on ``device``. A CPU device runs a program sharded
+    over several virtual graphs too (PopART's needs an IPU model): placement never changes
+    a value, so ipuxl runs it on the one CPU, with the IPU model's placement rules and no
+    memory verdict."""
+    from ipuxl.devices import devices_needed
+    from ipuxl.session import Session
+
+    if str(device) == "cpu" and program.plan.replicas == 1 and devices_needed(program.ir) > 1:
+        from ipuxl.popart.devices import DeviceManager
+
+        ipus = DeviceManager().createIpuModelDevice({"numIPUs": devices_needed(program.ir)})
+        return Session(program.ir, ipus, allow_out_of_memory="run")
+    return Session(program.ir, device)
 
 
 def _dump_ir(ir: Any) -> None:
