@@ -112,3 +112,55 @@ def test_an_unknown_tensor_is_refused_as_popart():
                              r"is no tensor `nowhere' in the model"):
         popart.TrainingSession(proto, flow, ids["loss"], popart.ConstSGD(0.1),
                                deviceInfo=popart.DeviceManager().createCpuDevice())
+
+
+def test_gradient_of_a_constant_node():
+    """A ``Constant`` node's tensor has a gradient too (PopART keeps it a tensor)."""
+    builder = popart.Builder()
+    x = builder.addInputTensor(popart.TensorInfo("FLOAT", [3]), "x")
+    c = builder.aiOnnx.constant(np.array([1.0, -2.0, 4.0], np.float32))
+    y = builder.aiOnnx.mul([x, c])
+    loss = builder.aiGraphcore.identityloss([y], reduction=popart.ReductionType.Sum)
+    flow = popart.DataFlow(1, {"Gradient___" + c: popart.AnchorReturnType("All"),
+                               y: popart.AnchorReturnType("All")})
+    session = popart.TrainingSession(builder.getModelProto(), flow, loss, popart.ConstSGD(0.1),
+                                     deviceInfo=popart.DeviceManager().createCpuDevice())
+    session.prepareDevice()
+    anchors = session.initAnchorArrays()
+    data = np.array([3.0, 5.0, 7.0], np.float32)
+    session.run(popart.PyStepIO({x: data}, anchors))
+    np.testing.assert_allclose(anchors[y], data * [1.0, -2.0, 4.0])
+    np.testing.assert_allclose(anchors["Gradient___" + c], data)
+
+
+def accumulating_session(anchor: str, accumulation: int) -> popart.TrainingSession:
+    proto, ids = model()
+    flow = popart.DataFlow(1, {anchor: popart.AnchorReturnType("All")})
+    options = popart.SessionOptions()
+    if accumulation > 1:
+        options.enableGradientAccumulation = True
+        options.accumulationFactor = accumulation
+    return popart.TrainingSession(proto, flow, ids["loss"], popart.ConstSGD(0.1),
+                                  deviceInfo=popart.DeviceManager().createCpuDevice(),
+                                  userOptions=options)
+
+
+def test_accumulator_anchor_holds_the_running_sum():
+    session = accumulating_session("Accum___w", 3)
+    session.prepareDevice()
+    session.weightsFromHost()
+    anchors = session.initAnchorArrays()
+    x = RNG.randn(3, 2, 3).astype(np.float32)
+    session.run(popart.PyStepIO({"x": x, "count": np.zeros((3, 2), np.int32)}, anchors))
+    running = np.cumsum([reference(x[i])["w"] for i in range(3)], axis=0)
+    np.testing.assert_allclose(anchors["Accum___w"], running, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("anchor,accumulation,why", [
+    ("Accum___w", 1, "there is no gradient accumulation"),
+    ("Accum___x", 2, "`x' is not a weight"),
+])
+def test_accumulator_anchors_need_an_accumulator(anchor, accumulation, why):
+    with pytest.raises(popart.popart_exception,
+                       match=rf"^Anchor tensor `{anchor}' not in Ir Tensors\. {why}"):
+        accumulating_session(anchor, accumulation)

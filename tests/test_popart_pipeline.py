@@ -172,3 +172,12 @@ def test_pipelined_training_gives_the_unpipelined_numbers():
     np.testing.assert_allclose(w_plain, w, rtol=1e-5)
     restored = [k for k in pipelined if k.startswith("Restored___")][0]
     np.testing.assert_array_equal(pipelined[restored], pipelined[restored[len("Restored___"):]])
+
+
+def test_auto_virtual_graphs_need_no_annotations():
+    builder, ids = chain([None] * 4)
+    session = inference(builder, [ids[2]], options(mode=popart.VirtualGraphMode.Auto), 1)
+    session.prepareDevice()
+    arrays = session.initAnchorArrays()
+    session.run(popart.PyStepIO({"x": X}, arrays))
+    np.testing.assert_allclose(arrays[ids[2]], np.exp(np.sin(X)) * 0.5, rtol=1e-6)

@@ -134,6 +134,8 @@ _LAZY = {
     "InputSettings": "ipuxl.popart.session_option_types",
     "initializePoplarDebugInfo": "ipuxl.popart.session_option_types",
     "closePoplarDebugInfo": "ipuxl.popart.session_option_types",
+    "ScatterReduction": "ipuxl.popart.builder_graphcore_indexing",
+    "TensorRemapType": "ipuxl.popart.builder_graphcore_indexing",
 }
 for _name in ("reservedGradientPrefix", "reservedAccumPrefix", "reservedAcclPrefix",
               "reservedAccl1Prefix", "reservedAccl2Prefix", "reservedAccl3Prefix",

@@ -21,6 +21,8 @@ import numpy as np
 
 from ipuxl.host_values import index_argument, index_arguments
 from ipuxl.popart.arguments import enum_argument, number_argument
+from ipuxl.popart.builder_graphcore_indexing import IndexingOpsMixin
+from ipuxl.popart.builder_graphcore_nn import NnOpsMixin
 from ipuxl.popart.errors import popart_exception
 from ipuxl.popart.losses import ReductionType, reduction_type
 
@@ -96,7 +98,7 @@ def input_count_error(op_type: str, ids: list[str], counts: tuple[int, int], whe
                             f"between {low}..{most} ({where} got {ids}). Write {form}.")
 
 
-class AiGraphcoreOpset1:
+class AiGraphcoreOpset1(IndexingOpsMixin, NnOpsMixin):
     """The ai.graphcore opset 1 operators (see the module docstring)."""
 
     version = 1

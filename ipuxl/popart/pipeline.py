@@ -9,7 +9,9 @@ follow, with PopART's messages (``Ir::verifyPipelineSettings``, ``InferPipelineS
 the ``Pipeline`` transform):
 
 * pipelining needs virtual graphs (``virtualGraphMode`` not ``Off``) and more than one
-  IPU, unless the explicit IR pipelines it (``enableExplicitIR(True)``);
+  IPU, unless the explicit IR pipelines it (``enableExplicitIR(True)``); with
+  ``VirtualGraphMode.Auto`` and no annotations PopART splits the model over the device's
+  IPUs itself, so the rules below have nothing to check;
 * every op has a stage, or none has; the ops of one stage share one virtual graph;
 * a tensor is never consumed in an earlier stage than it is produced;
 * there are enough batches to fill the pipeline: ``accumulationFactor`` (with gradient
@@ -73,6 +75,8 @@ def check_pipelining(model: Any, options: Any, batches_per_step: int, training: 
     nodes = _nodes(model)
     mode = str(_option(options, "virtualGraphMode", "Off"))
     vgraphs = {n.vgraph for n in nodes if n.vgraph is not None}
+    if mode == "Auto" and not vgraphs:
+        return  # PopART shards the model over the device's IPUs itself: any split works
     if not explicit and (mode == "Off" or len(vgraphs) <= 1):
         raise popart_exception(
             f"Pipelining requires more than 1 IPU (currently {max(len(vgraphs), 1)}) and the "

@@ -49,7 +49,11 @@ from ipuxl.popart.losses import (
     ReductionType,
     reduction_type,
 )
-from ipuxl.popart.names import reservedGradientPrefix, reservedRestoredPrefix
+from ipuxl.popart.names import (
+    reservedAccumPrefix,
+    reservedGradientPrefix,
+    reservedRestoredPrefix,
+)
 from ipuxl.popart.pipeline import check_pipelining
 
 __all__ = ["Program", "Plan", "build_program"]
@@ -225,9 +229,15 @@ def _build_training(program: Program, dataflow: Any, arrays: dict[str, np.ndarra
                                "scalar loss in the model> (or losses=[popart.NllLoss(...)]).")
     gradient_anchors = [a for a in dataflow.anchors()
                         if a.startswith(reservedGradientPrefix())]
-    forward_anchors = [a for a in dataflow.anchors() if a not in gradient_anchors]
+    accum_anchors = [a for a in dataflow.anchors() if a.startswith(reservedAccumPrefix())]
+    forward_anchors = [a for a in dataflow.anchors()
+                       if a not in gradient_anchors and a not in accum_anchors]
+    _check_accumulator_anchors(accum_anchors, program)
+    graph, constants = _constants_with_gradients(model.graph, gradient_anchors, program.source,
+                                                 opsets_of(model))
     weight_inputs: dict[str, Any] = {}
     data_inputs: dict[str, Any] = {}
+    constant_inputs: dict[str, Any] = {}
     named: dict[str, Any] = {}  # every tensor of the forward graph, by ONNX name
     loss_id = loss if loss is not None else "__ipuxl_loss__"
 
@@ -241,7 +251,10 @@ def _build_training(program: Program, dataflow: Any, arrays: dict[str, np.ndarra
             weight_inputs[name] = env[name] = ipuxl.graph_input(variable.shape,
                                                                 variable.dtype, name)
             importer.known[name] = arrays[name]
-        importer.run(model.graph, env)
+        for name, value in constants.items():
+            constant_inputs[name] = env[name] = ipuxl.graph_input(
+                value.shape, dtype_of(value.dtype), name)
+        importer.run(graph, env)
         if losses:
             env[loss_id] = _seed_era_losses(env, losses)
         _record_infos(program, env)
@@ -273,9 +286,8 @@ def _build_training(program: Program, dataflow: Any, arrays: dict[str, np.ndarra
     extra_index = {name: len(weights_in_fwd) + i for i, name in enumerate(extra)}
 
     for name, variable in program.weights.items():
-        for prefix, init in optimizer.state(name):
-            value = np.zeros(variable.shape, variable.dtype.as_numpy()) if init == "zeros" \
-                else np.zeros((), np.float32)
+        for prefix, _ in optimizer.state(name):
+            value = optimizer.state_value(name, prefix, variable.shape, variable.dtype.as_numpy())
             program.state[prefix + name] = ipuxl.variable(value, name=prefix + name,
                                                           downcast=False)
         if plan.accumulation > 1:
@@ -320,14 +332,18 @@ def _build_training(program: Program, dataflow: Any, arrays: dict[str, np.ndarra
         return made.get("lossScaling___default___", optimizer.lossScaling.val)
 
     def apply_updates(made: dict[str, Any], grads: dict[str, Any]) -> None:
+        reduced = {}
         for name in program.weights:
             grad = grads[name]
             if plan.replicas > 1:
                 grad = ops.collectives.replicated_all_reduce(grad, op="add")
             if mean and plan.micro_batches // plan.batches_per_step * plan.replicas > 1:
                 grad = grad * (1.0 / (plan.accumulation * plan.replicas))
+            reduced[name] = grad
+        reduced = optimizer.clip_gradients(reduced)  # clip_norm_settings: all weights at once
+        for name in program.weights:
             state = {prefix: made[prefix + name] for prefix, _ in optimizer.state(name)}
-            optimizer.update(made[name], grad, state, hyper_for(made, name))
+            optimizer.update(made[name], reduced[name], state, hyper_for(made, name))
 
     def micro(made: dict[str, Any], update: bool) -> None:
         # The step is generated code, so it runs in the order it is written: the forward
@@ -341,6 +357,8 @@ def _build_training(program: Program, dataflow: Any, arrays: dict[str, np.ndarra
         loaded = {name: ops.host_load(stream, name) for name, stream in program.inputs.items()}
         inputs_dict = {data_inputs[n]: loaded[n] for n in data_inputs}
         inputs_dict.update({weight_inputs[n]: made[n] for n in weight_inputs})
+        inputs_dict.update({constant_inputs[n]: ipuxl.constant(v, name=n)
+                            for n, v in constants.items()})
         fwd_info = ops.call_with_info(fwd, inputs_dict=inputs_dict)
         loss_value = fwd_info.outputs[0]
         scale = loss_scaling(made)
@@ -368,6 +386,8 @@ def _build_training(program: Program, dataflow: Any, arrays: dict[str, np.ndarra
             for name in program.weights:
                 accum = made["Accum___" + name]
                 ops.var_updates.copy_var_update_(accum, accum + grads[name])
+            for anchor in accum_anchors:  # the sum so far, micro-batch by micro-batch
+                _store_anchor(program, anchor, made[anchor] + 0.0)
 
     if plan.accumulation == 1:
         bindings: dict[Any, Any] = {}
@@ -405,6 +425,42 @@ def _build_training(program: Program, dataflow: Any, arrays: dict[str, np.ndarra
 
     outer.__qualname__ = "training_step"
     ops.repeat(ir.create_graph(outer), plan.batches_per_step, inputs_dict=outer_bindings)
+
+
+def _check_accumulator_anchors(anchors: Sequence[str], program: Program) -> None:
+    """``Accum___<weight>`` anchors exist with gradient accumulation only, as PopART's."""
+    for anchor in anchors:
+        weight = anchor[len(reservedAccumPrefix()):]
+        if program.plan.accumulation == 1 or weight not in program.weights:
+            why = ("there is no gradient accumulation (enableGradientAccumulation with "
+                   "accumulationFactor > 1 makes the accumulators)"
+                   if program.plan.accumulation == 1 else f"`{weight}' is not a weight")
+            raise popart_exception(f"Anchor tensor `{anchor}' not in Ir Tensors. {why}.")
+
+
+def _constants_with_gradients(graph: Any, anchors: Sequence[str], source: str,
+                              opsets: Mapping[str, int]) -> tuple[Any, dict[str, np.ndarray]]:
+    """The forward graph to import and the ``Constant`` node values whose gradients are
+    anchored: those become forward-graph inputs (fed the constant), so they have
+    gradients, as PopART's constant tensors do. Without such anchors, ``graph`` itself."""
+    import onnx
+
+    wanted = {a[len(reservedGradientPrefix()):] for a in anchors}
+    found = {}
+    for node in graph.node:
+        if node.op_type == "Constant" and node.domain in ("", "ai.onnx") and \
+                node.output[0] in wanted:
+            value = np.asarray(Importer(opsets, source=source).run_node(node, {})[0])
+            if np.issubdtype(value.dtype, np.floating):
+                found[node.output[0]] = value
+    if not found:
+        return graph, {}
+    kept = onnx.GraphProto()
+    kept.CopyFrom(graph)
+    del kept.node[:]
+    kept.node.extend(n for n in graph.node if not (n.op_type == "Constant" and
+                                                   n.output[0] in found))
+    return kept, found
 
 
 def _anchored_gradients(anchors: Sequence[str], named: Mapping[str, Any], loss: Any,

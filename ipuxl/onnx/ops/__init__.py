@@ -8,7 +8,8 @@
 * ``attention``: attention and the transformer-era operators;
 * ``control_flow``: If, Loop, Scan, and the sequence and optional operators;
 * ``gradient``: ``Gradient`` of the training domain, by ipuxl's autodiff;
-* ``graphcore``: the ``ai.graphcore`` domain that ``popart.Builder().aiGraphcore`` writes.
+* ``graphcore``: the ``ai.graphcore`` domain that ``popart.Builder().aiGraphcore`` writes
+  (``graphcore_indexing`` and ``graphcore_nn`` hold its indexing and neural-network families).
 """
 
 from ipuxl.onnx.ops import (  # noqa: F401 - each module declares its rules
@@ -17,6 +18,8 @@ from ipuxl.onnx.ops import (  # noqa: F401 - each module declares its rules
     control_flow,
     gradient,
     graphcore,
+    graphcore_indexing,
+    graphcore_nn,
     math,
     nn,
     tensor,
