@@ -461,6 +461,22 @@ def test_conditional_abort(condition, stops):
         builder.aiGraphcore.abort([wide])
 
 
+def test_unconditional_abort_stops_every_run():
+    """``abort([])`` has no inputs and no outputs: it is kept (not folded at import, not
+    refused as an empty node) and stops the run with Poplar's run-time error types."""
+    builder = popart.Builder()
+    t = builder.addInitializedInputTensor(np.array([1.0], np.float32), "input")
+    o = builder.aiOnnx.abs([t])
+    builder.aiGraphcore.abort([])
+    session, anchors = _session(builder, o)
+    with pytest.raises(popart.poplar_application_runtime_error, match="Abort Program"):
+        session.run(popart.PyStepIO({}, anchors))
+    assert issubclass(popart.poplar_application_runtime_error, popart.poplar_runtime_error)
+    assert issubclass(popart.poplar_runtime_error, popart.poplar_exception)
+    assert issubclass(popart.poplar_recoverable_runtime_error,
+                      popart.poplar_system_runtime_error)
+
+
 @pytest.mark.parametrize("group, chunks", [(None, 4), (CommGroup(CommGroupType.Consecutive, 2),
                                                        2)])
 def test_replicatedreducescatter(group, chunks):
@@ -474,3 +490,17 @@ def test_replicatedreducescatter(group, chunks):
     shards = (4 // chunks) * data.reshape(chunks, -1) if group else 4 * data.reshape(4, -1)
     expected = np.concatenate([shards, shards]) if group else shards
     np.testing.assert_array_equal(anchors[o], expected)
+
+
+def test_printtensor_takes_popart_formatting_arguments(capfd):
+    builder = popart.Builder()
+    t = builder.addInitializedInputTensor(np.array([1.5, -2.0], np.float32), "input")
+    p = builder.aiGraphcore.printtensor([t], 1, "print", "t", 1000, 3, 75, 8, 1, ";", "<", ">")
+    session, anchors = _session(builder, p)
+    session.run(popart.PyStepIO({}, anchors))
+    assert anchors[p].tolist() == [1.5, -2.0]
+    assert "t: < 1.50000000;-2.00000000>" in capfd.readouterr().err  # sign-padded
+    with pytest.raises(popart.popart_exception, match="separator must be one character"):
+        builder.aiGraphcore.printtensor([t], separator=", ")
+    with pytest.raises(popart.popart_exception, match="floatFormat must be 0"):
+        builder.aiGraphcore.printtensor([t], floatFormat=7)

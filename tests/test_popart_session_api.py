@@ -310,3 +310,29 @@ def test_weights_from_host_also_restores_the_optimizer_state():
     session.weightsFromHost()  # the model's weights and a zero momentum again
     np.testing.assert_array_equal(_run(session, {x: data})[out], first)
     np.testing.assert_array_equal(_run(session, {x: data})[out], second)
+
+
+def test_a_cpu_device_runs_a_replicated_training_session():
+    """Replicas on a CPU device run on the one CPU (as ipuxl's IPU model runs them): the
+    same update as the gradients of both replicas' batches summed."""
+    builder = popart.Builder()
+    x = builder.addInputTensor(popart.TensorInfo("FLOAT", [2]), "x")
+    w = builder.addInitializedInputTensor(np.array([1.0, 2.0], np.float32), "w")
+    y = builder.aiOnnx.mul([x, w])
+    loss = builder.aiGraphcore.identityloss([y], reduction=popart.ReductionType.Sum)
+    options = popart.SessionOptions()
+    options.enableReplicatedGraphs = True
+    options.replicatedGraphCount = 2
+    session = popart.TrainingSession(builder.getModelProto(), popart.DataFlow(1, [y]), loss,
+                                     popart.ConstSGD(0.5), userOptions=options,
+                                     deviceInfo=popart.DeviceManager().createCpuDevice())
+    session.prepareDevice()
+    session.weightsFromHost()
+    anchors = session.initAnchorArrays()
+    data = np.array([[1.0, 3.0], [5.0, 7.0]], np.float32)
+    session.run(popart.PyStepIO({x: data}, anchors))
+    np.testing.assert_allclose(anchors[y], data * [1.0, 2.0])
+    weights = {w: np.zeros(2, np.float32)}
+    session.weightsToHost()
+    session.readWeights(popart.PyWeightsIO(weights))
+    np.testing.assert_allclose(weights[w], [1.0, 2.0] - 0.5 * data.sum(axis=0))

@@ -392,8 +392,9 @@ class Importer:
             else:
                 slots.append("t")
                 dynamic.append((index, value))
-        if all(not isinstance(v, Tensor) for _, v in dynamic):
-            # Every input is known: evaluate the node now.
+        if all(not isinstance(v, Tensor) for _, v in dynamic) and rule.kind != "host":
+            # Every input is known: evaluate the node now (unless it acts on the host when
+            # the program runs, as an abort does).
             return self._fold(rule, node, slots, statics, dynamic, attrs)
         tensors = {f"input{index}": _on_current_ipu(self.tensor(node.input[index], value))
                    for index, value in dynamic}

@@ -125,13 +125,19 @@ def _check_initializer(name: str, position: int, seen: set[str], where: str,
     seen.add(name)
 
 
+def _acts_alone(node: Any) -> bool:
+    """A node that does something with no inputs and outputs: PopART's unconditional
+    ``ai.graphcore.Abort`` (it stops the program)."""
+    return node.op_type == "Abort" and node.domain == "ai.graphcore"
+
+
 def _check_node(node: Any, index: int, scope: ChainMap, written: MutableMapping[str, str],
                 where: str) -> None:
     label = node_label(node, index)
     if not node.op_type:
         raise OnnxImportError(f"{_sentence(label)} of {where} has no op_type. Every node "
                               "names its operator.")
-    if not node.input and not node.output:
+    if not node.input and not node.output and not _acts_alone(node):
         raise OnnxImportError(f"{_sentence(label)} of {where} has no inputs and no "
                               "outputs. Remove the node.")
     for name in node.input:

@@ -31,8 +31,16 @@ from ipuxl.popart.device_info import DeviceType
 from ipuxl.popart.errors import (
     OutOfMemoryException,
     popart_exception,
+    popart_internal_exception,
+    popart_runtime_error,
     poplar_application_runtime_error,
     poplar_exception,
+    poplar_recoverable_runtime_error,
+    poplar_runtime_error,
+    poplar_system_runtime_error,
+    poplar_unknown_runtime_error,
+    poplar_unrecoverable_runtime_error,
+    poplibs_exception,
 )
 from ipuxl.session_options import SessionOptions as SessionOptions
 
@@ -56,6 +64,7 @@ class VariableRetrievalMode(Enum):
 _LAZY = {
     "VirtualGraphMode": "ipuxl.session_options",
     "CommGroup": "ipuxl.ops.collectives.groups",
+    "CollectiveOperator": "ipuxl.ops.collectives.collectives",
     "CommGroupType": "ipuxl.ops.collectives.groups",
     "Builder": "ipuxl.popart.builder",
     "AiOnnx": "ipuxl.popart.builder",
@@ -89,6 +98,7 @@ _LAZY = {
     "IdentityLoss": "ipuxl.popart.losses",
     "ReductionType": "ipuxl.popart.losses",
     "Patterns": "ipuxl.popart.patterns",
+    "GraphTransformer": "ipuxl.popart.graph_transformer",
     "PatternsLevel": "ipuxl.popart.patterns",
     "getSupportedOperations": "ipuxl.popart.operators",
     "getSupportedOperationsDefinition": "ipuxl.popart.operators",
@@ -153,8 +163,11 @@ for _name in ("reservedGradientPrefix", "reservedAccumPrefix", "reservedAcclPref
               "anchorSumPrefix", "anchorFinalPrefix"):
     _LAZY[_name] = "ipuxl.popart.names"
 
-__all__ = ["popart_exception", "poplar_application_runtime_error", "poplar_exception",
-           "__version__",
+__all__ = ["popart_exception", "popart_internal_exception", "popart_runtime_error",
+           "poplibs_exception", "poplar_exception", "poplar_runtime_error",
+           "poplar_application_runtime_error", "poplar_system_runtime_error",
+           "poplar_recoverable_runtime_error", "poplar_unrecoverable_runtime_error",
+           "poplar_unknown_runtime_error", "__version__",
            "VariableRetrievalMode", "OutOfMemoryException", "DeviceType",
            "getLogger", "SessionOptions", "versionString", *_LAZY]
 

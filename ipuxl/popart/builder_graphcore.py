@@ -303,12 +303,35 @@ class AiGraphcoreOpset1(IndexingOpsMixin, NnOpsMixin):
         return self._node(op_type, args, attributes, inputs=(arity, arity), debug=debug)[0]
 
     # ------------------------------------------------------------------ plumbing
-    def printtensor(self, args: list[str], print_gradient: int = 1,
-                    debugContext: Any = "", title: str = "") -> str:  # noqa: N803
+    def printtensor(self, args: list[str], print_gradient: int = 1,  # noqa: PLR0913
+                    debugContext: Any = "", title: str = "",  # noqa: N803
+                    summariseThreshold: int = 1000, edgeItems: int = 3,  # noqa: N803
+                    maxLineWidth: int = 75, digits: int = 8,  # noqa: N803
+                    floatFormat: int = 0, separator: str = " ",  # noqa: N803
+                    openBracket: str = "[", closeBracket: str = "]") -> str:  # noqa: N803
         """The input, printed when the model runs (and its gradient, if
-        ``print_gradient``)."""
-        attributes = {"print_gradient": _flag("print_gradient", print_gradient, "printtensor"),
-                      "title": title or None}
+        ``print_gradient``), formatted as PopXL's ``print_tensor``: at most
+        ``summariseThreshold`` elements before eliding to ``edgeItems`` per edge,
+        ``floatFormat`` 0 auto, 1 fixed, 2 scientific, 3 none; brackets and separator are
+        single characters (written as their codes, as PopART does)."""
+        op = "printtensor"
+        if floatFormat not in (0, 1, 2, 3):
+            raise popart_exception(f"aiGraphcore.printtensor: floatFormat must be 0 (auto), 1 "
+                                   f"(fixed), 2 (scientific) or 3 (none), got {floatFormat!r}.")
+        characters = {}
+        for name, value in (("separator", separator), ("openBracket", openBracket),
+                            ("closeBracket", closeBracket)):
+            if not isinstance(value, str) or len(value) != 1:
+                raise popart_exception(f"aiGraphcore.printtensor: {name} must be one "
+                                       f"character, got {value!r}.")
+            characters[name] = ord(value)
+        attributes = {"print_gradient": _flag("print_gradient", print_gradient, op),
+                      "title": title or None,
+                      "summariseThreshold": _int("summariseThreshold", summariseThreshold, op),
+                      "edgeItems": _int("edgeItems", edgeItems, op),
+                      "maxLineWidth": _int("maxLineWidth", maxLineWidth, op),
+                      "digits": _int("digits", digits, op), "floatFormat": floatFormat,
+                      **characters}
         return self._node("PrintTensor", args, attributes, inputs=(1, 1),
                           debug=debugContext)[0]
 

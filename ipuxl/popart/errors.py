@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["popart_exception", "poplar_exception", "poplar_application_runtime_error",
-           "OutOfMemoryException"]
+__all__ = ["popart_exception", "popart_internal_exception", "popart_runtime_error",
+           "poplibs_exception", "poplar_exception", "poplar_runtime_error",
+           "poplar_application_runtime_error", "poplar_system_runtime_error",
+           "poplar_recoverable_runtime_error", "poplar_unrecoverable_runtime_error",
+           "poplar_unknown_runtime_error", "OutOfMemoryException"]
 
 
 class popart_exception(RuntimeError):  # noqa: N801 - PopART's name
@@ -21,8 +24,41 @@ class poplar_exception(RuntimeError):  # noqa: N801 - PopART's name
     asking for a device id that does not exist."""
 
 
-class poplar_application_runtime_error(RuntimeError):  # noqa: N801 - Poplar's name
-    """A failure while the program runs on the device (raised by ``Session.run``)."""
+class popart_internal_exception(popart_exception):  # noqa: N801 - PopART's name
+    """An internal PopART error (a bug, not a user error)."""
+
+
+class popart_runtime_error(popart_exception):  # noqa: N801 - PopART's name
+    """A PopART error found while a program runs."""
+
+
+class poplibs_exception(RuntimeError):  # noqa: N801 - PopART's name
+    """An error the Poplar libraries report."""
+
+
+class poplar_runtime_error(poplar_exception):  # noqa: N801 - PopART's name
+    """A Poplar error while a program runs (the base of the run-time errors below)."""
+
+
+class poplar_application_runtime_error(poplar_runtime_error):  # noqa: N801 - Poplar's name
+    """A failure of the program while it runs on the device (raised by ``Session.run``):
+    an ``abort`` op, a failed run-time check."""
+
+
+class poplar_system_runtime_error(poplar_runtime_error):  # noqa: N801 - Poplar's name
+    """A failure of the device itself while a program runs (never raised without an IPU)."""
+
+
+class poplar_recoverable_runtime_error(poplar_system_runtime_error):  # noqa: N801
+    """A device failure a reset can recover from (never raised without an IPU)."""
+
+
+class poplar_unrecoverable_runtime_error(poplar_system_runtime_error):  # noqa: N801
+    """A device failure no reset recovers from (never raised without an IPU)."""
+
+
+class poplar_unknown_runtime_error(poplar_system_runtime_error):  # noqa: N801
+    """A device failure of unknown kind (never raised without an IPU)."""
 
 
 class OutOfMemoryException(popart_exception):

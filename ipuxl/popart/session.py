@@ -101,11 +101,6 @@ class _Session(SessionRandomness):
         with self._lock:
             if self._session is None:
                 device = self.deviceInfo
-                if self._program.plan.replicas > 1 and str(device) == "cpu":
-                    raise popart_exception(
-                        f"Replication ({self._program.plan.replicas} replicas) needs several "
-                        "devices; a CPU device is one. Use DeviceManager()."
-                        f"createIpuModelDevice({{'numIPUs': {self._program.plan.replicas}}}).")
                 check_engine_options(self.options)
                 _dump_ir(self._program.ir)
                 self._session = _compile(self._program, device)
@@ -225,7 +220,7 @@ class _Session(SessionRandomness):
     def _session_layout(self, array: np.ndarray, name: str) -> np.ndarray:
         nht, replicas, *shape = self._micro_layout(name)
         lead = [d for d in (nht, replicas) if d > 1]
-        return array.reshape(*lead, *shape)
+        return array.reshape(tuple(lead) + tuple(shape))
 
     def _input_elements(self, name: str) -> tuple[int, str]:
         """How many elements a step's array for input ``name`` has, and how it is laid
@@ -532,14 +527,14 @@ def _report_of(session: Any) -> Any:
 
 
 def _compile(program: Any, device: Any) -> Any:
-    """The ipuxl Session of ``program`` on ``device``. A CPU device runs a program sharded
-    over several virtual graphs too (PopART's needs an IPU model): placement never changes
-    a value, so ipuxl runs it on the one CPU, with the IPU model's placement rules and no
-    memory verdict."""
+    """The ipuxl Session of ``program`` on ``device``. A CPU device also runs programs
+    sharded over several virtual graphs or replicated (PopART's needs an IPU model):
+    neither changes a value, so ipuxl runs them on the one CPU, with the IPU model's
+    placement and replication rules and no memory verdict."""
     from ipuxl.devices import devices_needed
     from ipuxl.session import Session
 
-    if str(device) == "cpu" and program.plan.replicas == 1 and devices_needed(program.ir) > 1:
+    if str(device) == "cpu" and devices_needed(program.ir) > 1:
         from ipuxl.popart.devices import DeviceManager
 
         ipus = DeviceManager().createIpuModelDevice({"numIPUs": devices_needed(program.ir)})

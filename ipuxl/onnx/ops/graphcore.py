@@ -315,13 +315,26 @@ def dynamic_add(x: Any, offset: Any, update: Any, *, axes: tuple[int, ...],
 
 
 # ------------------------------------------------------------------- converters
-@onnx_converter("PrintTensor", domain=GRAPHCORE, attributes=("print_gradient", "title"))
+_FLOAT_FORMATS = ("auto", "fixed", "scientific", "none")
+
+
+@onnx_converter("PrintTensor", domain=GRAPHCORE, attributes=(
+    "print_gradient", "title", "summariseThreshold", "edgeItems", "maxLineWidth", "digits",
+    "floatFormat", "separator", "openBracket", "closeBracket"))
 def print_tensor(ctx: Any) -> list[Any]:
     from ipuxl import ops
 
-    title = ctx.attrs.get("title") or ctx.node.input[0]
-    return [ops.print_tensor(ctx.tensor(0), title=title,
-                             print_gradient=bool(ctx.attrs.get("print_gradient", 1)))]
+    attrs = ctx.attrs
+    title = attrs.get("title") or ctx.node.input[0]
+    return [ops.print_tensor(
+        ctx.tensor(0), title=title, print_gradient=bool(attrs.get("print_gradient", 1)),
+        summarise_threshold=int(attrs.get("summariseThreshold", 1000)),
+        edge_items=int(attrs.get("edgeItems", 3)),
+        max_line_width=int(attrs.get("maxLineWidth", 75)), digits=int(attrs.get("digits", 8)),
+        float_format=_FLOAT_FORMATS[int(attrs.get("floatFormat", 0))],
+        separator=chr(int(attrs.get("separator", ord(" ")))),
+        open_bracket=chr(int(attrs.get("openBracket", ord("[")))),
+        close_bracket=chr(int(attrs.get("closeBracket", ord("]")))))]
 
 
 @onnx_converter("ReplicatedAllReduce", domain=GRAPHCORE)
