@@ -352,10 +352,11 @@ class AiGraphcoreOpset1(IndexingOpsMixin, NnOpsMixin):
         args = tensor_ids(args, "aiGraphcore.call", "aiGraphcore.call([x, ...], n, callee)")
         num_outputs = _int("num_outputs", num_outputs, "call")
         graph = callee.graph_proto()
-        if len(graph.input) != len(args) or len(graph.output) != num_outputs:
-            raise popart_exception(
-                f"aiGraphcore.call: the callee takes {len(graph.input)} input(s) and makes "
-                f"{len(graph.output)} output(s); the call gives {len(list(args))} input(s) "
-                f"and asks for {num_outputs}.")
+        for what, given, taken in (("input", len(args), len(graph.input)),
+                                   ("output", num_outputs, len(graph.output))):
+            if given != taken:  # PopART's exact message (its tests compare it whole)
+                raise popart_exception(
+                    f"For CallOp '{debugContext or ''}', number of {what}s ({given}) does not "
+                    f"match that of the callee subgraph ({taken})")
         return self._node("Call", args, {"callee": graph}, inputs=(0, len(graph.input)),
                           debug=debugContext, outputs=num_outputs)

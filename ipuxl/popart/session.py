@@ -144,6 +144,17 @@ class _Session(SessionRandomness):
         with self._lock:
             self._session.save(executablePath)
 
+    def _serializeIr(self, format: Any) -> str:  # noqa: N802, A002 - PopART's names
+        """The program as PopART's IR JSON (see :mod:`ipuxl.popart.ir_json`); ``format``
+        is ``popart.IrSerializationFormat.JSON``, the one format PopART has."""
+        from ipuxl.popart.ir_json import serialize_ir
+        from ipuxl.popart.session_option_types import IrSerializationFormat
+
+        if format is not IrSerializationFormat.JSON:
+            raise TypeError(f"_serializeIr: format must be popart.IrSerializationFormat.JSON, "
+                            f"got {format!r}.")
+        return serialize_ir(self._program)
+
     def getIr(self) -> Any:  # noqa: N802
         """The ipuxl Ir the session runs (prints with ``print``)."""
         return self._program.ir

@@ -1,0 +1,113 @@
+"""``session._serializeIr(popart.IrSerializationFormat.JSON)``: the session's program as
+PopART's IR JSON.
+
+PopART writes ``{"<graph>": [op, ...], ...}`` with the main graph named ``"maingraph"``
+and each op as ``{"type", "name", "inputs": [{"name", "shape", "type", "index"}],
+"outputs": [{"name", "index"}], "attributes": {...}}``, every attribute value a string
+(shapes as ``"[2 3]"``, data types as PopART names, ``"FLOAT"``).
+
+ipuxl's PopART program imports the model's nodes into a forward graph (and, in training,
+differentiates it into a backward graph) inside the step loop. PopART's main graph holds
+the same ops flattened, so ``"maingraph"`` lists, in order, one op per imported node (its
+ONNX type: ``MatMul``, ``IdentityLoss``...) and one per gradient op (``<type>Grad``).
+Attributes are the node's own plus PopART's common ones: ``recompute`` (``"YES"`` for an
+op annotated ``RecomputeType.Recompute``), ``__ipu_number``, ``__pipeline_stage``,
+``scope`` and ``schedulePriority``. The host transfers, optimizer updates and loops ipuxl
+adds around them are not PopART ops and are not listed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from ipuxl.popart.builder_annotations import RecomputeType
+
+__all__ = ["serialize_ir"]
+
+# ``onnx.MatMul-9``, ``graphcore.IdentityLoss-1``, ``onnx.MatMul-9_grad``
+_IMPORTED = re.compile(r"^[\w.]+\.(?P<type>\w+)-\d+(?P<grad>_grad)?$")
+_DATA_TYPES = {"float32": "FLOAT", "float16": "FLOAT16", "float64": "DOUBLE",
+               "int32": "INT32", "int64": "INT64", "int16": "INT16", "int8": "INT8",
+               "uint32": "UINT32", "uint64": "UINT64", "uint16": "UINT16", "uint8": "UINT8",
+               "bool": "BOOL", "bfloat16": "BFLOAT16"}
+# Annotation attributes PopART reports as its own common attributes.
+_ANNOTATIONS = {"__ipu_number", "__pipeline_stage", "__execution_phase"}
+_RECOMPUTE = "__recompute_output_in_backward_pass"
+
+
+def serialize_ir(program: Any) -> str:
+    """The JSON text of ``program`` (an :class:`ipuxl.popart.program.Program`)."""
+    nodes = {out: node for node in program.model.graph.node for out in node.output if out}
+    ops = []
+    for graph in _imported_graphs(program.ir):
+        for op in graph.ops:
+            match = _IMPORTED.match(op.name)
+            if match is not None:
+                ops.append(_op_json(op, match, nodes))
+    return json.dumps({"maingraph": ops})
+
+
+def _imported_graphs(ir: Any) -> list[Any]:
+    """The graphs holding the imported ops: the forward graph, then its backward graph."""
+    graphs = [g for g in ir.graphs if g.id and not g.id.endswith("_bwd")]
+    return graphs + [g for g in ir.graphs if g.id.endswith("_bwd")]
+
+
+def _op_json(op: Any, match: re.Match, nodes: dict[str, Any]) -> dict[str, Any]:
+    grad = bool(match.group("grad"))
+    forward = getattr(op.attrs.get("forward"), "op", None) if grad else op
+    node = None
+    if forward is not None and forward.outputs:
+        node = nodes.get(forward.outputs[0].name)
+    return {
+        "type": match.group("type") + ("Grad" if grad else ""),
+        "name": _name(node, grad),
+        "inputs": [{"name": t.name, "shape": _shape(t.shape), "type": _data_type(t.dtype),
+                    "index": str(i)} for i, t in enumerate(op.inputs)],
+        "outputs": [{"name": t.name, "index": str(i)} for i, t in enumerate(op.outputs)],
+        "attributes": _attributes(node, grad),
+    }
+
+
+def _name(node: Any, grad: bool) -> str:
+    """The op's name: its node's (PopART names a gradient op after its forward op)."""
+    if node is None or not node.name:
+        return ""
+    return node.name + ("Grad" if grad else "")
+
+
+def _shape(shape: Any) -> str:
+    return "[" + " ".join(str(int(d)) for d in shape) + "]"
+
+
+def _data_type(dtype: Any) -> str:
+    return _DATA_TYPES.get(dtype.name, dtype.name.upper())
+
+
+def _attributes(node: Any, grad: bool) -> dict[str, str]:
+    import onnx
+
+    values: dict[str, Any] = {}
+    if node is not None:
+        values = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    recompute = values.pop(_RECOMPUTE, 0)
+    out = {"recompute": "YES" if recompute == RecomputeType.Recompute and not grad else "NO",
+           "scope": "",
+           "schedulePriority": "0"}
+    for name, value in values.items():
+        if name.startswith("__") and name not in _ANNOTATIONS:
+            continue
+        out[name] = _text(value)
+    return out
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bytes):
+        return value.decode()
+    if isinstance(value, (list, tuple)):
+        return "[" + " ".join(_text(v) for v in value) + "]"
+    if hasattr(value, "ListFields"):  # a tensor or graph attribute
+        return type(value).__name__
+    return str(value)
