@@ -353,7 +353,7 @@ def test_errors_name_the_rule_and_the_fix():
     with pytest.raises(popart.popart_exception, match="does not divide batchesPerStep"):
         popart.DataFlow(3, {"y": popart.AnchorReturnType("EVERYN", 2)})
     with pytest.raises(popart.popart_exception,
-                       match="Invalid anchor return type ID supplied: 'EVERY'"):
+                       match="^Invalid anchor return type ID supplied: EVERY$"):
         popart.AnchorReturnType("EVERY")
     with pytest.raises(popart.popart_exception, match="needs an optimizer"):
         popart.TrainingSession(linear_model(), flow, loss="y", deviceInfo=cpu())

@@ -21,6 +21,8 @@ from collections.abc import Mapping
 from enum import Enum
 from typing import Any
 
+import numpy as np
+
 from ipuxl.host_values import index_argument
 from ipuxl.popart.errors import popart_exception
 
@@ -39,26 +41,33 @@ _BY_NAME = {"FINAL": AnchorReturnTypeId.Final, "EVERYN": AnchorReturnTypeId.Ever
 
 
 class AnchorReturnType:
-    """``AnchorReturnType("ALL" | "FINAL" | "SUM" | "EVERYN", returnPeriod=0)``."""
+    """``AnchorReturnType("ALL" | "FINAL" | "SUM")`` or ``AnchorReturnType("EVERYN", N)``."""
 
-    def __init__(self, artString: str, returnPeriod: int = 0, tileSet: Any = None,  # noqa: N803
-                 exchangeStrategy: Any = None):  # noqa: N803
-        if not isinstance(artString, str) or artString.upper() not in _BY_NAME:
+    def __init__(self, artString: str, returnPeriod: int | None = None,  # noqa: N803
+                 tileSet: Any = None, exchangeStrategy: Any = None):  # noqa: N803
+        """PopART's two forms: ``AnchorReturnType(name)`` and ``AnchorReturnType(name,
+        returnPeriod, ...)``, whose period only ``"EVERYN"`` takes. The messages are
+        PopART's, whole (its tests compare them)."""
+        if not isinstance(artString, str):
             raise popart_exception(
                 f"Invalid anchor return type ID supplied: {artString!r}. Use \"ALL\", "
-                "\"FINAL\", \"SUM\" or \"EVERYN\" (with a return period)."
-            )
+                "\"FINAL\", \"SUM\" or \"EVERYN\" (with a return period).")
+        if artString.upper() not in _BY_NAME:
+            raise popart_exception(f"Invalid anchor return type ID supplied: {artString}")
         self._id = _BY_NAME[artString.upper()]
-        self._rp = index_argument("returnPeriod", returnPeriod, "AnchorReturnType")
-        if self._id is not AnchorReturnTypeId.EveryN and self._rp != 0:
-            raise popart_exception(
-                f"A return period should not be supplied for this anchor return type "
-                f"({artString!r} with returnPeriod={self._rp}): only \"EVERYN\" takes one.")
-        if self._id is AnchorReturnTypeId.EveryN and self._rp <= 0:
-            raise popart_exception(
-                f"Anchor return period must be greater than zero for EVERYN, got "
-                f"{returnPeriod}: use AnchorReturnType(\"EVERYN\", N) with N >= 1."
-            )
+        every_n = self._id is AnchorReturnTypeId.EveryN
+        if returnPeriod is None:
+            if every_n:
+                raise popart_exception("Must specify return period with option 'EVERYN'")
+            self._rp = 0
+        else:
+            if not every_n:
+                raise popart_exception("A return period should not be supplied for this "
+                                       "anchor return type")
+            if isinstance(returnPeriod, (int, np.integer)) and not isinstance(
+                    returnPeriod, bool) and returnPeriod <= 0:
+                raise popart_exception("Anchor return period must be greater than zero")
+            self._rp = index_argument("returnPeriod", returnPeriod, "AnchorReturnType")
         self.tileSet = tileSet  # noqa: N815
         self.exchangeStrategy = exchangeStrategy  # noqa: N815
 

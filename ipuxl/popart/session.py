@@ -203,8 +203,10 @@ class _Session(SessionRandomness):
                         for n in self._program.inputs}
             elif isinstance(stepio, PyStepIO):
                 if stepio.runtime_asserts:
-                    check_step_inputs(stepio.inputs, self._program,
-                                      list(self._program.inputs), self._input_elements)
+                    # PopART's ONNX inputs: the graph's inputs, initialized ones included
+                    onnx_inputs = [i.name for i in self._program.model.graph.input]
+                    check_step_inputs(stepio.inputs, self._program, onnx_inputs,
+                                      self._input_elements)
                 for anchor in self._program.anchors:
                     self._anchor_array(stepio, anchor)
                 feed = {stream: self._input_array(stepio, name)

@@ -53,7 +53,7 @@ def check_step_inputs(inputs: Mapping[str, Any], program: Any, model_inputs: lis
     Args:
         inputs: the PyStepIO's ``{tensor id: array}``.
         program: the session's :class:`~ipuxl.popart.program.Program`.
-        model_inputs: the ONNX model's inputs (its graph inputs without initializers).
+        model_inputs: the ONNX model's graph inputs (initialized ones included, as PopART).
         expected: ``expected(tensor_id) -> (number of elements, description)``.
 
     Raises:
