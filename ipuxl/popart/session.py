@@ -42,6 +42,7 @@ from ipuxl.popart.device_info import DeviceConnectionType, DeviceInfo
 from ipuxl.popart.errors import popart_exception
 from ipuxl.popart.program import Program, build_program
 from ipuxl.popart.session_checks import check_engine_options, check_step_inputs
+from ipuxl.popart.session_cycles import SessionCycles
 from ipuxl.popart.session_random import SessionRandomness
 from ipuxl.popart.stepio import PyStepIO, PyStepIOCallback, PyWeightsIO
 
@@ -50,7 +51,7 @@ _DEVICE_LOG = logging.getLogger("popart.devicex")
 __all__ = ["InferenceSession", "TrainingSession"]
 
 
-class _Session(SessionRandomness):
+class _Session(SessionRandomness, SessionCycles):
     """What inference and training sessions share."""
 
     def __init__(self, fnModel: Any, dataFlow: DataFlow, deviceInfo: Any,  # noqa: N803
@@ -217,6 +218,7 @@ class _Session(SessionRandomness):
             if not self._engine_loaded():
                 self.loadEngineAndConnectStreams()
             outputs = session.run(feed)
+            self._ran = True
             self._advance_rng_state()
             for anchor, stream in self._program.anchors.items():
                 value = self._anchor_value(anchor, np.asarray(outputs[stream]))
