@@ -63,3 +63,18 @@ def test_only_json_is_a_format():
                                       popart.DeviceManager().createCpuDevice())
     with pytest.raises(TypeError, match="format must be popart.IrSerializationFormat.JSON"):
         session._serializeIr("JSON")
+
+
+def test_virtual_graphs_give_every_op_an_ipu():
+    builder = popart.Builder()
+    x = builder.addInputTensor(popart.TensorInfo("FLOAT", [2]), "x")
+    a = builder.aiOnnx.sin([x])
+    b = builder.aiOnnx.cos([a])
+    builder.virtualGraph(b, 1)
+    options = popart.SessionOptions()
+    options.virtualGraphMode = popart.VirtualGraphMode.Manual
+    session = popart.InferenceSession(builder.getModelProto(), popart.DataFlow(1, [b]),
+                                      popart.DeviceManager().createCpuDevice(),
+                                      userOptions=options)
+    ir = json.loads(session._serializeIr(popart.IrSerializationFormat.JSON))
+    assert [op["attributes"]["__ipu_number"] for op in ir["maingraph"]] == ["0", "1"]

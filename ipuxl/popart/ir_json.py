@@ -37,15 +37,18 @@ _ANNOTATIONS = {"__ipu_number", "__pipeline_stage", "__execution_phase"}
 _RECOMPUTE = "__recompute_output_in_backward_pass"
 
 
-def serialize_ir(program: Any) -> str:
-    """The JSON text of ``program`` (an :class:`ipuxl.popart.program.Program`)."""
+def serialize_ir(program: Any, options: Any = None) -> str:
+    """The JSON text of ``program`` (an :class:`ipuxl.popart.program.Program`); with
+    virtual graphs on (``options.virtualGraphMode`` not ``Off``) every op has an
+    ``__ipu_number``, its annotation's or 0 (gradient ops: their forward op's)."""
+    placed = str(getattr(options, "virtualGraphMode", "Off")) != "Off"
     nodes = {out: node for node in program.model.graph.node for out in node.output if out}
     ops = []
     for graph in _imported_graphs(program.ir):
         for op in graph.ops:
             match = _IMPORTED.match(op.name)
             if match is not None:
-                ops.append(_op_json(op, match, nodes))
+                ops.append(_op_json(op, match, nodes, placed))
     return json.dumps({"maingraph": ops})
 
 
@@ -55,7 +58,8 @@ def _imported_graphs(ir: Any) -> list[Any]:
     return graphs + [g for g in ir.graphs if g.id.endswith("_bwd")]
 
 
-def _op_json(op: Any, match: re.Match, nodes: dict[str, Any]) -> dict[str, Any]:
+def _op_json(op: Any, match: re.Match, nodes: dict[str, Any], placed: bool
+             ) -> dict[str, Any]:
     grad = bool(match.group("grad"))
     forward = getattr(op.attrs.get("forward"), "op", None) if grad else op
     node = None
@@ -67,7 +71,7 @@ def _op_json(op: Any, match: re.Match, nodes: dict[str, Any]) -> dict[str, Any]:
         "inputs": [{"name": t.name, "shape": _shape(t.shape), "type": _data_type(t.dtype),
                     "index": str(i)} for i, t in enumerate(op.inputs)],
         "outputs": [{"name": t.name, "index": str(i)} for i, t in enumerate(op.outputs)],
-        "attributes": _attributes(node, grad),
+        "attributes": _attributes(node, grad, placed),
     }
 
 
@@ -86,7 +90,7 @@ def _data_type(dtype: Any) -> str:
     return _DATA_TYPES.get(dtype.name, dtype.name.upper())
 
 
-def _attributes(node: Any, grad: bool) -> dict[str, str]:
+def _attributes(node: Any, grad: bool, placed: bool) -> dict[str, str]:
     import onnx
 
     values: dict[str, Any] = {}
@@ -96,6 +100,8 @@ def _attributes(node: Any, grad: bool) -> dict[str, str]:
     out = {"recompute": "YES" if recompute == RecomputeType.Recompute and not grad else "NO",
            "scope": "",
            "schedulePriority": "0"}
+    if placed:
+        out["__ipu_number"] = "0"
     for name, value in values.items():
         if name.startswith("__") and name not in _ANNOTATIONS:
             continue

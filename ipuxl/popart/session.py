@@ -154,7 +154,7 @@ class _Session(SessionRandomness, SessionCycles):
         if format is not IrSerializationFormat.JSON:
             raise TypeError(f"_serializeIr: format must be popart.IrSerializationFormat.JSON, "
                             f"got {format!r}.")
-        return serialize_ir(self._program)
+        return serialize_ir(self._program, self.options)
 
     def getIr(self) -> Any:  # noqa: N802
         """The ipuxl Ir the session runs (prints with ``print``)."""
