@@ -130,7 +130,8 @@ def test_seed_virtual_graph_context():
     assert [builder.getVirtualGraph(t) for t in (o1, o2, o)] == [0, 0, 1]
     assert not builder.hasVirtualGraph()
     node = onnx.load_from_string(builder.getModelProto()).graph.node[-1]
-    assert [(a.name, a.i) for a in node.attribute] == [("__ipu_number", 1)]
+    assert [(a.name, a.i) for a in node.attribute if a.name != "__debug_info_id"] == [
+        ("__ipu_number", 1)]
 
 
 # --------------------------------------------------------------------- op methods
@@ -196,8 +197,8 @@ def test_positional_attributes_are_written():
     values, indices = builder.aiOnnx.topk([y, builder.aiOnnx.constant(
         np.array([2], np.int64))], 1)
     model = onnx.load_from_string(builder.getModelProto())
-    attrs = {n.op_type: {a.name: onnx.helper.get_attribute_value(a) for a in n.attribute}
-             for n in model.graph.node}
+    attrs = {n.op_type: {a.name: onnx.helper.get_attribute_value(a) for a in n.attribute
+                         if a.name != "__debug_info_id"} for n in model.graph.node}
     assert attrs["Gemm"] == {"alpha": 2.0, "transB": 1}  # defaults are not written
     assert attrs["Split"] == {"axis": 1, "split": [1, 3]}
     assert attrs["Cast"] == {"to": onnx.TensorProto.FLOAT16}
@@ -245,7 +246,8 @@ def test_default_and_configured_opsets():
     builder.addOutputTensor(builder.aiOnnx.softmax([x]))
     model = onnx.load_from_string(builder.getModelProto())
     assert [(o.domain, o.version) for o in model.opset_import] == [("", 13)]
-    assert model.graph.node[0].attribute == []  # axis -1 is opset 13's default
+    # axis -1 is opset 13's default; every node has PopART's debug id
+    assert [a.name for a in model.graph.node[0].attribute] == ["__debug_info_id"]
     with pytest.raises(RuntimeError, match=r"^Invalid opset 'aiOnnxOpset11' selected\. Opset "
                        r"for domain ai\.onnx already defined as 13: .*Use builder\.aiOnnx"):
         builder.aiOnnxOpset11.relu([x])
@@ -283,7 +285,8 @@ def test_run_built_model_against_numpy():
 def _node_attrs(builder, tensor_id):
     model = onnx.load_from_string(builder.getModelProto())
     node = next(n for n in model.graph.node if tensor_id in n.output)
-    return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute
+            if a.name != "__debug_info_id"}
 
 
 def test_annotations_are_popart_node_attributes():
@@ -339,7 +342,8 @@ def test_node_attributes():
     with pytest.raises(popart.popart_exception, match="^Node already has attribute myInt.$"):
         builder.addNodeAttribute("myInt", 6, {r})
     builder.removeNodeAttribute("myInt", {r})
-    assert builder.getAllNodeAttributeNames({r}) == ["myFloats", "myString"]
+    assert builder.getAllNodeAttributeNames({r}) == ["__debug_info_id", "myFloats",
+                                                     "myString"]
     from ipuxl.tensor_location import TensorLocation, TensorStorage
 
     builder.outputTensorLocation(r, TensorLocation(storage=TensorStorage.OffChip))
@@ -566,8 +570,8 @@ def test_graphcore_nodes_and_signatures():
     model = onnx.load_from_string(builder.getModelProto())
     nll = next(n for n in model.graph.node if outs["nll_sum"] in n.output)
     assert (nll.domain, nll.op_type) == ("ai.graphcore", "Nll")
-    assert {a.name: onnx.helper.get_attribute_value(a) for a in nll.attribute} == {
-        "reduction": b"Sum", "ignoreIndex": 1, "inputIsLogProbability": 0}
+    assert {a.name: onnx.helper.get_attribute_value(a) for a in nll.attribute
+            if a.name != "__debug_info_id"} == {"reduction": b"Sum", "ignoreIndex": 1, "inputIsLogProbability": 0}
     assert ("ai.graphcore", 1) in [(o.domain, o.version) for o in model.opset_import]
     g = builder.aiGraphcore
     assert _params(g.nllloss) == [("args", E), ("reduction", popart.ReductionType.Mean),
@@ -575,8 +579,9 @@ def test_graphcore_nodes_and_signatures():
                                   ("debugContext", "")]
     assert _params(g.groupnormalization) == [("args", E), ("num_groups", E),
                                              ("epsilon", 1e-5), ("debugContext", "")]
-    assert [p[0] for p in _params(g.printtensor)] == ["args", "print_gradient",
-                                                       "debugContext", "title"]
+    assert [p[0] for p in _params(g.printtensor)] == [
+        "args", "print_gradient", "debugContext", "title", "summariseThreshold", "edgeItems",
+        "maxLineWidth", "digits", "floatFormat", "separator", "openBracket", "closeBracket"]
     assert builder.aiGraphcoreOpset1.version == 1
 
 
@@ -613,7 +618,8 @@ def test_call_subgraph_and_custom_op():
     builder.addOutputTensor(relu)
     data = f32(3)
     np.testing.assert_allclose(run(builder, {"x": data})[relu], np.maximum(2 * data, 0))
-    with pytest.raises(popart.popart_exception, match="takes 1 input"):
+    with pytest.raises(popart.popart_exception, match=r"number of inputs \(2\) does not "
+                       r"match that of the callee subgraph \(1\)"):
         builder.aiGraphcore.call([x, x], 1, sub)
 
 

@@ -25,10 +25,11 @@ in ``getModelProto``) come from ONNX shape inference, completed by ipuxl's own r
 from __future__ import annotations
 
 import difflib
+import itertools
 import os
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Union
 
 import numpy as np
 
@@ -50,6 +51,8 @@ __all__ = ["Builder", "AiOnnx", "AiGraphcore", "AiGraphcoreOpset1", "RecomputeTy
 
 AiGraphcore = AiGraphcoreOpset1
 _GRAPHCORE = "ai.graphcore"
+_DEBUG_INFO_ID = "__debug_info_id"
+_debug_info_ids = itertools.count(1)  # PopART's DebugInfo ids, unique in the process
 
 
 class _Ids:
@@ -76,7 +79,9 @@ def _default_opsets() -> dict[str, int]:
             _GRAPHCORE: int(operators.defaultAiGraphcoreOpset)}
 
 
-def _load(model_or_filename: Any) -> Any:
+def load_model(model_or_filename: Any, where: str) -> Any:
+    """A copy of the ``onnx.ModelProto`` given as a ModelProto, its serialized bytes or
+    the path of a file (``where`` names the caller in errors)."""
     import onnx
 
     if isinstance(model_or_filename, onnx.ModelProto):
@@ -88,10 +93,10 @@ def _load(model_or_filename: Any) -> Any:
     if isinstance(model_or_filename, (str, os.PathLike)):
         path = os.fspath(model_or_filename)
         if not os.path.exists(path):
-            raise popart_exception(f"Builder: no ONNX model file at {path!r} (pass a path, "
+            raise popart_exception(f"{where}: no ONNX model file at {path!r} (pass a path, "
                                    "the bytes of a ModelProto, or a ModelProto).")
         return onnx.load(path)
-    raise TypeError(f"Builder(modelProtoOrFilename=...) takes a path, bytes or an "
+    raise TypeError(f"{where}(modelProtoOrFilename=...) takes a path, bytes or an "
                     f"onnx.ModelProto, got {type(model_or_filename).__name__}.")
 
 
@@ -114,7 +119,7 @@ class Builder(AnnotationsMixin):
         self._ids: _Ids = _parent._ids if _parent is not None else _Ids()
         self._opsets = {**_default_opsets(), **(opsets or {})}
         if modelProtoOrFilename is not None:
-            self._model = _load(modelProtoOrFilename)
+            self._model = load_model(modelProtoOrFilename, "Builder")
             self._used_opsets = {(o.domain or "ai.onnx"): int(o.version)
                                  for o in self._model.opset_import}
         else:
@@ -223,12 +228,16 @@ class Builder(AnnotationsMixin):
         return name
 
     def addInputTensorFromParentGraph(self, tensorId: str) -> None:  # noqa: N802,N803
-        """Use the parent graph's ``tensorId`` in this subgraph (ONNX subgraphs see their
-        parent's values, so this only checks that it exists)."""
+        """Make the parent graph's ``tensorId`` an input of this subgraph, under the same
+        id (as PopART: a call then passes it, or any other tensor, in that position)."""
+        import onnx
+
         if self._parent is None:
             raise popart_exception("addInputTensorFromParentGraph: this Builder is not a "
                                    "subgraph builder (see createSubgraphBuilder).")
         self._parent._check_tensor(tensorId, "addInputTensorFromParentGraph")
+        self._model.graph.input.append(onnx.ValueInfoProto(name=tensorId))
+        self._changed()
 
     def addInitializedInputTensor(self, initVal: Any, *args: Any,  # noqa: N802,N803
                                   debugContext: str = "") -> str:
@@ -279,6 +288,16 @@ class Builder(AnnotationsMixin):
     def saveModelProto(self, filename: str) -> None:  # noqa: N802 - PopART's name
         with open(filename, "wb") as file:
             file.write(self.getModelProto())
+
+    def saveInitializersExternally(self, ids: list[str],  # noqa: N802 - PopART's name
+                                   filename: str) -> None:
+        """Keep the data of the weights ``ids`` in the binary file ``filename`` instead of
+        the model (ONNX external data; see
+        :func:`ipuxl.popart.graph_transformer.save_initializers_externally`)."""
+        from ipuxl.popart.graph_transformer import save_initializers_externally
+
+        save_initializers_externally(self._model, ids, filename)
+        self._changed()
 
     def setGraphName(self, name: str) -> None:  # noqa: N802 - PopART's name
         self._model.graph.name = name
@@ -366,7 +385,8 @@ class Builder(AnnotationsMixin):
         """Append one node (the opset objects call this) and return its output ids.
 
         ``attributes`` maps names to ``onnx.AttributeProto`` or plain values; the
-        annotations of the enclosing context managers (``virtualGraph``...) are added.
+        annotations of the enclosing context managers (``virtualGraph``...) are added, and
+        ``__debug_info_id``, the number PopART gives each node it builds.
         """
         import onnx
 
@@ -379,10 +399,13 @@ class Builder(AnnotationsMixin):
         debug = str(debug_context or "")
         base = self._scoped(debug or op_type)
         outputs = [self._ids.fresh(f"{base}:{i}") for i in range(num_outputs)]
-        node = onnx.NodeProto(op_type=op_type, domain=domain, name=base)
+        # PopART names a node only when given a name or inside a name scope.
+        node = onnx.NodeProto(op_type=op_type, domain=domain,
+                              name=base if debug or self._scopes else "")
         node.input.extend(inputs)
         node.output.extend(outputs)
-        for name, value in {**self._context, **attributes}.items():
+        debug_id = {_DEBUG_INFO_ID: next(_debug_info_ids)}
+        for name, value in {**self._context, **attributes, **debug_id}.items():
             node.attribute.append(make_attribute(name, value))
         self._model.graph.node.append(node)
         self._changed()
@@ -525,3 +548,6 @@ for _version in range(6, LATEST_OPSET + 1):
     setattr(Builder, f"aiOnnxOpset{_version}",
             property(lambda self, v=_version: self._onnx_opset(f"aiOnnxOpset{v}", v)))
 del _version
+# PopART's stubs annotate Builder.__getattr__ with every opset class it may stand for.
+Builder.__getattr__.__annotations__["return"] = Union[  # noqa: UP007 - read as __args__
+    tuple(onnx_opset_class(v) for v in range(6, LATEST_OPSET + 1)) + (AiGraphcoreOpset1,)]

@@ -373,8 +373,9 @@ def _call_form(name: str, spec: OpSpec) -> str:
 
 
 @functools.cache
+@functools.cache
 def onnx_opset_class(version: int) -> type[AiOnnx]:
-    """The class ``AiOnnxOpset<version>``."""
+    """The class ``AiOnnxOpset<version>`` (one class per version)."""
     if not 6 <= version <= LATEST_OPSET:
         raise popart_exception(f"There is no ai.onnx opset {version} (6 to {LATEST_OPSET} "
                                "are available).")

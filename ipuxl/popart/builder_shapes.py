@@ -35,11 +35,16 @@ def _collect(graph: Any, types: Types) -> None:
 
 def infer_types(model: Any) -> Types:
     """``{tensor id: (shape, ONNX element type)}`` for every tensor of ``model``'s main
-    graph whose shape is known."""
+    graph whose shape is known. ``model`` is a copy given away: its nodes lose their
+    ``__`` annotations and its ``value_info`` gains what is learnt."""
     from onnx import helper, shape_inference
 
     types: Types = {}
     opsets = {(o.domain or "ai.onnx"): int(o.version) for o in model.opset_import}
+    for node in model.graph.node:  # ONNX reads a Constant's value only when it is alone
+        kept = [a for a in node.attribute if not a.name.startswith("__")]
+        del node.attribute[:]
+        node.attribute.extend(kept)
     for _ in range(len(model.graph.node) + 1):
         try:
             inferred = shape_inference.infer_shapes(model, strict_mode=False)
@@ -67,6 +72,36 @@ def infer_types(model: Any) -> Types:
     return types
 
 
+def _loss_shape(label_index: int) -> Any:
+    """PopART's builder shape of a loss: a scalar, or with reduction ``"None"`` the shape
+    of input ``label_index`` (the labels of ``Nll``, the input of ``L1``)."""
+
+    def shape(node: Any, inputs: list[Any], attrs: dict[str, Any]
+              ) -> list[tuple[tuple[int, ...], Any]]:
+        reduction = attrs.get("reduction", "Mean")
+        reduction = reduction.decode() if isinstance(reduction, bytes) else reduction
+        kept = tuple(inputs[label_index].shape) if reduction == "None" else ()
+        return [(kept, inputs[0].dtype)]
+
+    return shape
+
+
+def _subsample_shape(node: Any, inputs: list[Any], attrs: dict[str, Any]
+                     ) -> list[tuple[tuple[int, ...], Any]]:
+    """PopART's builder shape of ``Subsample``: each size divided by its stride, rounded
+    down (the op itself keeps the partial last step: its output can be one longer)."""
+    shape = tuple(inputs[0].shape)
+    strides = list(attrs.get("strides", [])) or [1] * len(shape)
+    return [(tuple(size // max(int(step), 1) for size, step in zip(shape, strides)),
+             inputs[0].dtype)]
+
+
+# ai.graphcore nodes whose shape PopART's Builder infers by its own rule, which the
+# Builder's getTensorShape reports (not the shape the import rule computes).
+_BUILDER_RULES = {"Nll": _loss_shape(1), "L1": _loss_shape(0),
+                  "IdentityLoss": _loss_shape(0), "Subsample": _subsample_shape}
+
+
 def _custom_node_types(node: Any, types: Types, opset: int
                        ) -> list[tuple[tuple[int, ...], Any]] | None:
     """Output ``(shape, NumPy dtype)`` of a node of another domain, or None."""
@@ -75,6 +110,13 @@ def _custom_node_types(node: Any, types: Types, opset: int
 
     from ipuxl.onnx.importer import attribute_value
     from ipuxl.onnx.registry import find_rule
+
+    if node.domain == "ai.graphcore" and node.op_type in _BUILDER_RULES:
+        inputs = [jax.ShapeDtypeStruct(tuple(types[name][0]),
+                                       helper.tensor_dtype_to_np_dtype(types[name][1]))
+                  for name in node.input]
+        attrs = {a.name: attribute_value(a) for a in node.attribute}
+        return _BUILDER_RULES[node.op_type](node, inputs, attrs)
 
     rule = find_rule(node.domain, node.op_type, opset)
     if rule is None:

@@ -29,6 +29,7 @@ from ipuxl.onnx.ops import (  # noqa: F401 - each module declares its rules
     math_matmul,
     math_quant,
 )
+from ipuxl.onnx.ops.popart_checks import broadcast_check, matmul_check
 from ipuxl.onnx.registry import onnx_op
 from ipuxl.ops.elementwise import c_div, c_rem
 
@@ -120,14 +121,27 @@ def isinf(x: Any, *, detect_negative: int = 1, detect_positive: int = 1) -> Any:
 _ARITH = (1, 6, 7, 13, 14)
 
 
+def _half_with_float_scalar(a: Any, b: Any) -> tuple[Any, Any]:
+    """PopART's mixed-precision ``Mul``: a FLOAT16 tensor times a one-element FLOAT is
+    computed (and returned) in FLOAT16."""
+    types = {a.dtype, b.dtype}
+    if a.dtype != b.dtype and types == {jnp.dtype(jnp.float16), jnp.dtype(jnp.float32)}:
+        return a.astype(jnp.float16), b.astype(jnp.float16)
+    return a, b
+
+
 def _binary(op_type: str, since: tuple[int, ...], fn: Any) -> None:
+    mixed = op_type == "Mul"
+
     def rule(a: Any, b: Any, *, broadcast: int = 0, axis: int | None = None,
              consumed_inputs: Any = None) -> Any:
+        if mixed:
+            a, b = _half_with_float_scalar(a, b)
         return fn(*_broadcast(a, _legacy(a, b, broadcast, axis)))
 
     rule.__name__ = rule.__qualname__ = op_type.lower()
     rule.__doc__ = f"ONNX {op_type} (NumPy broadcasting; opsets 1-6 ``broadcast``/``axis``)."
-    onnx_op(op_type, since=since)(rule)
+    onnx_op(op_type, since=since, check=broadcast_check(op_type, mixed_scalar=mixed))(rule)
 
 
 for _name, _since, _fn in [
@@ -261,7 +275,7 @@ def relu(x: Any, *, consumed_inputs: Any = None) -> Any:
     return jnp.maximum(x, jnp.zeros((), x.dtype))
 
 
-@onnx_op("MatMul", since=(1, 9, 13), kind="matmul")
+@onnx_op("MatMul", since=(1, 9, 13), kind="matmul", check=matmul_check)
 def matmul(a: Any, b: Any) -> Any:
     """NumPy's matmul (1-D operands, batch broadcasting), in the operands' type."""
     return jnp.matmul(a, b, preferred_element_type=a.dtype)

@@ -62,6 +62,29 @@ def _window(x: Any, init: Any, op: Any, kernel: Sequence[int], strides: Sequence
     return y[(slice(None), slice(None)) + tuple(slice(0, o) for o in out[:n])]
 
 
+_SMALL_WINDOW = 64  # windows up to this many elements are summed term by term
+
+
+def _window_sum(x: Any, kernel: Sequence[int], strides: Sequence[int],
+                dilations: Sequence[int], cover: Sequence[tuple[int, int]],
+                out: Sequence[int]) -> Any:
+    """The sum of each window, added in the window's row-major order (first element
+    first) for windows of up to ``_SMALL_WINDOW`` elements, so a float average rounds as
+    a sequential sum does (PopART's and NumPy's); larger windows use ``reduce_window``."""
+    if int(np.prod(kernel)) > _SMALL_WINDOW:
+        return _window(x, np.array(0, x.dtype), lax.add, kernel, strides, dilations,
+                       cover, out)
+    padded = jnp.pad(x, ((0, 0), (0, 0)) + tuple(cover))
+    total = None
+    for offsets in np.ndindex(*kernel):
+        starts = [o * d for o, d in zip(offsets, dilations)]
+        term = padded[(slice(None), slice(None)) + tuple(
+            slice(start, start + (size - 1) * step + 1, step)
+            for start, size, step in zip(starts, out, strides))]
+        total = term if total is None else total + term
+    return total
+
+
 def _lowest(dtype: Any) -> np.ndarray:
     """The identity of max (a NumPy scalar, so JAX sees a monoid it can differentiate)."""
     if jnp.issubdtype(dtype, jnp.floating):
@@ -92,7 +115,7 @@ def average_pool(x: Any, *, auto_pad: str = "NOTSET", ceil_mode: int = 0,
     kernel = tuple(kernel_shape)
     out, onnx_pads, cover, strides, dilations = pool_geometry(
         x.shape[2:], kernel, strides, dilations, pads, auto_pad, ceil_mode)
-    total = _window(x, np.array(0, x.dtype), lax.add, kernel, strides, dilations, cover, out)
+    total = _window_sum(x, kernel, strides, dilations, cover, out)
     counts = _counts(x.shape[2:], onnx_pads, kernel, strides, dilations, out,
                      count_include_pad)
     return total / jnp.asarray(counts, x.dtype)

@@ -25,6 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from ipuxl.onnx.ops.popart_checks import expand_check, reshape_check, tile_check
 from ipuxl.onnx.registry import onnx_converter, onnx_op
 
 __all__ = ["norm_axis", "norm_axes", "slice_axis", "fresh"]
@@ -81,7 +82,8 @@ def reshape_v1(data: Any, *, shape: Sequence[int] = (), consumed_inputs: Any = N
     return reshape(data, np.asarray(shape, np.int64))
 
 
-@onnx_op("Reshape", since=(5, 13, 14, 19, *_LATEST), static=(1,), kind="copy")
+@onnx_op("Reshape", since=(5, 13, 14, 19, *_LATEST), static=(1,), kind="copy",
+         check=reshape_check)
 def reshape(data: Any, shape: np.ndarray, *, allowzero: int = 0) -> Any:
     target = _ints(shape)
     if not allowzero:
@@ -246,7 +248,7 @@ def slice_(data: Any, starts: np.ndarray, ends: np.ndarray, axes: np.ndarray | N
 
 
 # ---------------------------------------------------------------------------- broadcast
-@onnx_op("Expand", since=(8, 13), static=(1,), kind="copy")
+@onnx_op("Expand", since=(8, 13), static=(1,), kind="copy", check=expand_check)
 def expand(x: Any, shape: np.ndarray) -> Any:
     return jnp.broadcast_to(x, np.broadcast_shapes(tuple(x.shape), tuple(_ints(shape))))
 
@@ -259,7 +261,7 @@ def tile_v1(x: Any, tiles: np.ndarray, axis: np.ndarray) -> Any:
     return jnp.tile(x, reps)
 
 
-@onnx_op("Tile", since=(6, 13), static=(1,), kind="copy")
+@onnx_op("Tile", since=(6, 13), static=(1,), kind="copy", check=tile_check)
 def tile(x: Any, repeats: np.ndarray) -> Any:
     reps = _ints(repeats)
     if len(reps) != x.ndim:

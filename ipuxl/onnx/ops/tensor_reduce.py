@@ -4,7 +4,8 @@ ReduceSumSquare, ArgMax, ArgMin, TopK, Softmax, LogSoftmax, Hardmax, CumSum and 
 (part of the tensor family, see :mod:`ipuxl.onnx.ops.tensor`).
 
 Reductions take their axes as an attribute (older versions) or as a static input; no
-axes reduce every axis, unless ``noop_with_empty_axes`` makes that the identity. A
+axes reduce every axis, unless ``noop_with_empty_axes`` makes that the identity (an
+``axes`` attribute written empty is the identity too, as PopART reads it). A
 reduction over an empty set gives the operation's identity (0, 1, -inf...). Results keep
 the input's dtype.
 """
@@ -18,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from ipuxl.onnx.ops.popart_checks import axes_check, axis_check
 from ipuxl.onnx.ops.tensor import fresh, norm_axes, norm_axis
 from ipuxl.onnx.registry import onnx_op
 
@@ -126,7 +128,9 @@ def _declare_reduction(op_type: str) -> None:
 
     def with_attribute(data: Any, *, axes: Sequence[int] | None = None,
                        keepdims: int = 1) -> Any:
-        return reduce(op_type, data, axes, keepdims)
+        # An axes attribute written empty reduces nothing, as PopART reads it (its
+        # Builder writes one for axes=[]); left out, it reduces every axis.
+        return reduce(op_type, data, axes, keepdims, noop_with_empty_axes=axes is not None)
 
     def with_input(data: Any, axes: np.ndarray | None = None, *, keepdims: int = 1,
                    noop_with_empty_axes: int = 0) -> Any:
@@ -136,7 +140,7 @@ def _declare_reduction(op_type: str) -> None:
             (with_attribute, tuple(v for v in versions if v < input_from), ()),
             (with_input, tuple(v for v in versions if v >= input_from), (1,))):
         fn.__name__ = fn.__qualname__ = f"{op_type.lower()}_{fn.__name__}"
-        onnx_op(op_type, since=since, static=static, kind="reduce")(fn)
+        onnx_op(op_type, since=since, static=static, kind="reduce", check=axes_check)(fn)
 
 
 for _op in REDUCERS:
@@ -248,22 +252,22 @@ def _hardmax(x: Any, axis: int) -> Any:
     return (positions == first).astype(x.dtype)
 
 
-@onnx_op("Softmax", since=(1, 11), kind="reduce")
+@onnx_op("Softmax", since=(1, 11), kind="reduce", check=axis_check(1))
 def softmax_v1(x: Any, *, axis: int = 1) -> Any:
     return _coerced(_softmax)(x, axis)
 
 
-@onnx_op("Softmax", since=13, kind="reduce")
+@onnx_op("Softmax", since=13, kind="reduce", check=axis_check(-1))
 def softmax(x: Any, *, axis: int = -1) -> Any:
     return _softmax(x, axis)
 
 
-@onnx_op("LogSoftmax", since=(1, 11), kind="reduce")
+@onnx_op("LogSoftmax", since=(1, 11), kind="reduce", check=axis_check(1))
 def log_softmax_v1(x: Any, *, axis: int = 1) -> Any:
     return _coerced(_log_softmax)(x, axis)
 
 
-@onnx_op("LogSoftmax", since=13, kind="reduce")
+@onnx_op("LogSoftmax", since=13, kind="reduce", check=axis_check(-1))
 def log_softmax(x: Any, *, axis: int = -1) -> Any:
     return _log_softmax(x, axis)
 

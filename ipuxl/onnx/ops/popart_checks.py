@@ -1,0 +1,199 @@
+"""PopART's build-time checks of ONNX operators, in PopART's words.
+
+A PopART session refuses an ill-formed node while it builds its IR, with a message that
+PopART programs and tests match (``"Axis 2 is out of acceptable range [-1, 0]"``,
+``"np broadcasting failed on 'Op(ai.onnx.Add:7, ...)', frames [10, 10] and [10, 5] are
+not aligned"``). The operator modules pass these functions as their rules' ``check``
+(:mod:`ipuxl.onnx.registry`): each sees the node's input names and values (a NumPy array
+for a value known at import, a tensor otherwise) and attributes before the node is built.
+Every condition refused here is one ONNX forbids as well, so no valid model is refused.
+
+Two kinds of error:
+
+* :func:`refuse` raises ``OnnxImportError`` with PopART's whole message: the importer
+  passes it on unchanged (PopART's tests compare the whole message);
+* :class:`PopartOpError` holds a message that names the operator as PopART does
+  (``Op(ai.onnx.MatMul:9, inputs=[a, b], outputs=[c])``); the importer words it for the
+  node (:meth:`PopartOpError.for_node`). Without the node it names the operator by its
+  type and inputs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ipuxl.onnx.errors import OnnxImportError
+
+__all__ = ["PopartOpError", "popart_op_label", "refuse", "axis_check", "axes_check",
+           "broadcast_check", "matmul_check", "reshape_check", "tile_check",
+           "expand_check"]
+
+Check = Callable[[list[str], list[Any], dict[str, Any]], None]
+
+
+def popart_op_label(domain: str, op_type: str, version: int | None, name: str,
+                    inputs: Sequence[str], outputs: Sequence[str] | None) -> str:
+    """PopART's name of an op in messages: ``Op(ai.onnx.Add:7, inputs=[a, b],
+    outputs=[c])``, with the node's name first when it has one (``Op(my_add
+    (ai.onnx.Add:7), ...)``); ``outputs`` None leaves them out."""
+    opid = f"{domain or 'ai.onnx'}.{op_type}" + (f":{version}" if version else "")
+    head = f"{name} ({opid})" if name else opid
+    tail = "" if outputs is None else f", outputs=[{', '.join(o for o in outputs if o)}]"
+    return f"Op({head}, inputs=[{', '.join(i for i in inputs if i)}]{tail})"
+
+
+class PopartOpError(ValueError):
+    """A refusal whose PopART message names the op: ``template`` holds ``{op}`` where
+    the op's label goes."""
+
+    def __init__(self, template: str, op_type: str, inputs: Sequence[str]):
+        self.template = template
+        self.op_type = op_type
+        super().__init__(template.format(
+            op=popart_op_label("ai.onnx", op_type, None, "", inputs, None)))
+
+    def for_node(self, node: Any, version: int) -> str:
+        """The message for ONNX ``node`` imported with the rule of opset ``version``."""
+        return self.template.format(op=popart_op_label(
+            node.domain, node.op_type, version, node.name, node.input, node.output))
+
+
+def refuse(message: str) -> None:
+    """Raise PopART's whole ``message`` (the importer adds nothing to it)."""
+    raise OnnxImportError(message)
+
+
+def _shape(value: Any) -> tuple[int, ...]:
+    return tuple(int(d) for d in (value.shape if hasattr(value, "shape") else np.shape(value)))
+
+
+def _dims(shape: Sequence[int], separator: str = ", ") -> str:
+    return "[" + separator.join(str(d) for d in shape) + "]"
+
+
+def _check_axis(axis: int, rank: int) -> None:
+    if not -rank <= axis <= rank - 1:
+        refuse(f"Axis {axis} is out of acceptable range [{-rank}, {rank - 1}]")
+
+
+def axis_check(default: int) -> Check:
+    """The check of an ``axis`` attribute against input 0's rank (Softmax, LogSoftmax,
+    Hardmax, ArgMax, ArgMin); ``default`` is the version's default axis."""
+
+    def check(names: list[str], values: list[Any], attrs: dict[str, Any]) -> None:
+        _check_axis(int(attrs.get("axis", default)), len(_shape(values[0])))
+
+    return check
+
+
+def axes_check(names: list[str], values: list[Any], attrs: dict[str, Any]) -> None:
+    """The check of a reduction's axes (its ``axes`` attribute, or its second input when
+    known) against input 0's rank."""
+    axes = attrs.get("axes")
+    if axes is None and len(values) > 1 and isinstance(values[1], np.ndarray):
+        axes = values[1].reshape(-1).tolist()
+    rank = len(_shape(values[0]))
+    for axis in axes or ():
+        _check_axis(int(axis), rank)
+
+
+def _type_name(value: Any) -> str | None:
+    """PopART's name of a tensor's element type (``FLOAT16``), None for a known value
+    (whose NumPy type is not the model's)."""
+    from onnx import TensorProto, helper
+
+    if isinstance(value, np.ndarray) or not hasattr(value, "dtype"):
+        return None
+    numpy_type = np.dtype(value.dtype.as_numpy())
+    return str(TensorProto.DataType.Name(helper.np_dtype_to_tensor_dtype(numpy_type)))
+
+
+def _mixed_scalar(types: tuple[str | None, str | None], shapes: list[tuple[int, ...]]
+                  ) -> bool:
+    """PopART's one mixed-precision case of ``Mul``: FLOAT16 with a one-element FLOAT."""
+    return sorted(t or "" for t in types) == ["FLOAT", "FLOAT16"] and all(
+        t == "FLOAT16" or int(np.prod(s)) == 1 for t, s in zip(types, shapes))
+
+
+def broadcast_check(op_type: str, mixed_scalar: bool = False) -> Check:
+    """The check of a binary elementwise operator's inputs: NumPy-broadcastable shapes
+    and, between tensors, one element type (with ``mixed_scalar``, FLOAT16 may meet a
+    one-element FLOAT, as PopART's ``Mul`` allows). Opsets 1-6's ``broadcast``/``axis``
+    forms are not checked."""
+
+    def check(names: list[str], values: list[Any], attrs: dict[str, Any]) -> None:
+        if "broadcast" in attrs or "axis" in attrs or len(values) != 2 \
+                or any(v is None for v in values):
+            return
+        shapes = [_shape(v) for v in values]
+        for a, b in zip(reversed(shapes[0]), reversed(shapes[1])):
+            if a != b and a != 1 and b != 1:
+                raise PopartOpError(
+                    "np broadcasting failed on '{op}', frames " + _dims(shapes[0])
+                    + " and " + _dims(shapes[1]) + " are not aligned", op_type, names)
+        types = (_type_name(values[0]), _type_name(values[1]))
+        if None in types or types[0] == types[1]:
+            return
+        if mixed_scalar and _mixed_scalar(types, shapes):
+            return
+        raise PopartOpError(
+            "np broadcasting failed on {op}, incompatible types " + f"{types[0]} and "
+            f"{types[1]} (shapes {_dims(shapes[0], ' ')} and {_dims(shapes[1], ' ')})",
+            op_type, names)
+
+    return check
+
+
+def matmul_check(names: list[str], values: list[Any], attrs: dict[str, Any]) -> None:
+    """MatMul's operands: neither a scalar, and equal contracting dimensions."""
+    shapes = [_shape(v) for v in values]
+    for index, side in enumerate(("lhs", "rhs")):
+        if not shapes[index]:
+            raise PopartOpError("{op} doesn't support scalar tensor " + names[index]
+                                + f" as the {side} input", "MatMul", names)
+    lhs, rhs = shapes
+    inner_rhs = rhs[-2] if len(rhs) > 1 else rhs[0]
+    if lhs[-1] != inner_rhs:
+        raise PopartOpError(
+            "{op} contracting dimensions unequal: " + f"lhs '{names[0]}' {_dims(lhs, ' ')}, "
+            f"rhs '{names[1]}' {_dims(rhs, ' ')}", "MatMul", names)
+
+
+def reshape_check(names: list[str], values: list[Any], attrs: dict[str, Any]) -> None:
+    """Reshape's known shape input uses -1 at most once."""
+    if len(values) > 1 and isinstance(values[1], np.ndarray) \
+            and int(np.sum(values[1] == -1)) > 1:
+        raise ValueError(
+            "shape input to ReshapeOp can only use -1 to specify one unknown dimension "
+            f"(found the shape {values[1].reshape(-1).tolist()}; give every other size)")
+
+
+def tile_check(names: list[str], values: list[Any], attrs: dict[str, Any]) -> None:
+    """Tile's known repeats: one per input axis, none negative."""
+    if len(values) < 2 or not isinstance(values[1], np.ndarray):
+        return
+    repeats = values[1].reshape(-1).tolist()
+    shape = _shape(values[0])
+    if len(repeats) != len(shape):
+        refuse(f"'Repeats' tensor `{names[1]}' should have one element for each dimension "
+               "of the data tensor")
+    out = [size * repeat for size, repeat in zip(shape, repeats)]
+    if any(d < 0 for d in out):
+        raise ValueError(f"Output of Tile has invalid shape, {_dims(out)}. Values must be "
+                         f"non-negative in each shape dimension (repeats {repeats}).")
+
+
+def expand_check(names: list[str], values: list[Any], attrs: dict[str, Any]) -> None:
+    """Expand's known shape: each size equal to the input's, or one of them 1."""
+    if len(values) < 2 or not isinstance(values[1], np.ndarray):
+        return
+    shape, target = _shape(values[0]), values[1].reshape(-1).tolist()
+    for a, b in zip(reversed(shape), reversed(target)):
+        if a != b and a != 1 and b != 1:
+            raise ValueError(
+                "Expand shape constraint: corresponding dimensions must have the same "
+                f"value or one of them must be 1 (input {_dims(shape)}, shape "
+                f"{_dims(target)})")
