@@ -274,7 +274,7 @@ def test_silent_session_options_are_refused_when_set():
     options.accumulationAndReplicationReductionType = popart.ReductionType.NoReduction
     with pytest.raises(popart.popart_exception, match="must be ReductionType.Sum or "
                                                       "ReductionType.Mean"):
-        popart.TrainingSession(proto, flow, "loss:0", popart.ConstSGD(0.1), CPU,
+        popart.TrainingSession(proto, flow, LOSS, popart.ConstSGD(0.1), CPU,
                                userOptions=options)
 
 
@@ -347,8 +347,11 @@ def test_silent_annotation_enum_names_mean_their_members():
 
 
 # ================================================================ class 3: a valid model runs
+LOSS = "Identity:0"
+
+
 def training_model(loss_kind: str, weight: np.ndarray = W0) -> bytes:
-    """A model whose loss ``"loss"`` is linear in the weight ``w`` (no data edge orders
+    """A model whose loss ``LOSS`` is linear in the weight ``w`` (no data edge orders
     the forward read of ``w`` before the update)."""
     builder = popart.Builder()
     x = builder.addInputTensor(popart.TensorInfo("FLOAT", [2, 3]), "x")
@@ -369,7 +372,9 @@ def training_model(loss_kind: str, weight: np.ndarray = W0) -> bytes:
         summed = builder.aiOnnx.reducesum([scaled], keepdims=False)
         loss = builder.aiOnnx.add([summed, builder.aiOnnx.reducesum([x], keepdims=False)],
                                   debugContext="loss")
-    assert loss == "loss:0"
+    # PopART names an output after its op type, so every kind's loss ends in one Identity
+    # (the debug name "loss" names the node only).
+    assert builder.aiOnnx.identity([loss], "loss") == LOSS
     return builder.getModelProto()
 
 
@@ -506,8 +511,8 @@ def run_training(loss_kind: str, kind: str, config: dict, accumulation: int
         options.enableGradientAccumulation = True
         options.accumulationFactor = accumulation
     session = popart.TrainingSession(
-        training_model(loss_kind), popart.DataFlow(1, {"loss:0": popart.AnchorReturnType(
-            "ALL")}), "loss:0", make_optimizer(kind, config), CPU, userOptions=options)
+        training_model(loss_kind), popart.DataFlow(1, {LOSS: popart.AnchorReturnType(
+            "ALL")}), LOSS, make_optimizer(kind, config), CPU, userOptions=options)
     session.prepareDevice()
     session.weightsFromHost()
     rng = np.random.RandomState(1)
@@ -519,7 +524,7 @@ def run_training(loss_kind: str, kind: str, config: dict, accumulation: int
         anchors = session.initAnchorArrays()
         session.run(popart.PyStepIO({"x": data.reshape(-1, 2, 3) if accumulation > 1
                                      else data[0]}, anchors))
-        losses.append(anchors["loss:0"].reshape(-1))
+        losses.append(anchors[LOSS].reshape(-1))
         gradient = np.zeros_like(w)
         for micro in data:
             value, g = loss_and_gradient(loss_kind, micro, w)  # every micro-batch: old w

@@ -192,7 +192,7 @@ def test_every_node_has_a_debug_info_id_and_popart_names():
     assert ids[0] < ids[1] < ids[2]
     model = onnx.load_from_string(builder.getModelProto())
     assert [n.name for n in model.graph.node] == ["", "act", "block/Relu"]
-    assert [plain, named, scoped] == ["Relu:0", "act:0", "block/Relu:0"]
+    assert [plain, named, scoped] == ["Relu:0", "Relu:0/1", "block/Relu:0"]
 
 
 # ------------------------------------------------------------------ the Builder's shapes

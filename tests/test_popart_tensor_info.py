@@ -195,7 +195,7 @@ def test_graphcore_checks_and_forms():
     with pytest.raises(popart.popart_exception, match=r"^Strides invalid\. 0 stride at index 1"):
         builder.aiGraphcore.subsample([x], [2, 0])
     made = builder.aiGraphcore.init([2, 3], DataType.FLOAT, 0, "made")
-    assert made.startswith("made") and builder.getTensorShape(made) == [2, 3]
+    assert made.startswith("Init") and builder.getTensorShape(made) == [2, 3]
     assert builder.getNodeAttribute("batch_axis", [made]) == -1
     with pytest.raises(popart.popart_exception,
                        match=r"^Can not add untyped tensors to the top-level graph\. Use"):

@@ -8,7 +8,9 @@ over an environment that maps each ONNX value name to
 * a NumPy array, a value known while importing (``Constant`` nodes, integer
   initializers, ``Shape`` of a static shape, and nodes whose inputs are all known, which
   are evaluated at import time: the "constant folding" that turns PyTorch's
-  ``Shape -> Gather -> Concat -> Reshape`` chains into a static reshape).
+  ``Shape -> Gather -> Concat -> Reshape`` chains into a static reshape). A PopART
+  session's random operators are never folded: they draw anew each run
+  (:class:`RandomDraws`).
 
 Each node is imported by its rule (:mod:`ipuxl.onnx.registry`): an ordinary node
 becomes one ipuxl op, ``onnx.<Op>-<version>``. Inputs that a rule needs as values
@@ -41,7 +43,8 @@ from ipuxl.onnx.structure import check_structure
 from ipuxl.onnx.tensors import dense_array, tensor_array
 from ipuxl.tensor import Tensor
 
-__all__ = ["model_source", "Importer", "NodeContext", "OnnxImportError", "NeedsValueError",
+__all__ = ["model_source", "Importer", "RandomDraws", "NodeContext", "OnnxImportError",
+           "NeedsValueError",
            "UnsupportedModelError", "check_model", "load_model", "opsets_of",
            "attribute_value", "value_info_spec", "input_dtype", "Value"]
 
@@ -258,6 +261,42 @@ class NodeContext:
         return self.importer.known_value(self.node, index, self.inputs[index])
 
 
+@dataclass(eq=False)
+class RandomDraws:
+    """Where a session's random operators get their keys (see ``random`` in
+    :mod:`ipuxl.onnx.registry`).
+
+    ``seed`` is a uint32 ``(2,)`` tensor of the graph the importer fills (the session
+    derives a new one each micro-batch); node number ``n`` to draw gets
+    ``create_random_seed(seed, n)``. Subgraph importers share this object, so a subgraph
+    imported twice (two ``Call`` nodes, two iterations of an unrolled ``Loop``) draws
+    differently each time.
+    """
+
+    seed: Tensor
+    count: int = 0
+
+    def key(self, node: Any) -> Tensor:
+        """The next key, for ``node``.
+
+        Raises:
+            NeedsValueError: the current graph is an ipuxl subgraph (a ``Loop`` body run
+                as a repeat, an ``If`` branch decided at run time), which cannot read the
+                seed: a Loop is then unrolled, so each iteration draws its own numbers.
+        """
+        from ipuxl.ops.random_seed import create_random_seed
+
+        if get_current_context().graph is not self.seed.graph:
+            raise NeedsValueError(
+                f"Node {_label(node)} ({node.op_type}) draws random numbers from the "
+                "session's seed, which an ipuxl subgraph (a Loop body run as a repeat, an "
+                "If branch chosen at run time) cannot read. ipuxl unrolls such a Loop; "
+                "for an If, make its condition known when the model is imported.",
+                node.input[0] if node.input else node.op_type)
+        self.count += 1
+        return create_random_seed(self.seed, self.count)
+
+
 @dataclass
 class Importer:
     """Imports ONNX nodes into the current ipuxl graph (see the module docstring).
@@ -269,6 +308,10 @@ class Importer:
         on_node: called as ``on_node(node, outputs)`` after each node is imported (the
             Builder's IPU placement and the sessions' name mapping use it).
         source: see the attribute's comment.
+        random: a session's seed for the random operators (None: each draws with its
+            ``seed`` attribute, as plain ONNX import does).
+        training: in a PopART session, whether it trains (its Dropout is the identity
+            otherwise); None (plain ONNX import) keeps ONNX's own rules.
     """
 
     opsets: dict[str, int]
@@ -279,6 +322,8 @@ class Importer:
     #: the model's name for op locations (``resnet50.onnx``: ops print ``# file:<node
     #: number>``); None keeps the caller's Python line
     source: str | None = None
+    random: RandomDraws | None = None
+    training: bool | None = None
     _constants: dict[tuple[int, str, int], tuple[Any, Tensor]] = field(default_factory=dict)
 
     def run(self, graph: Any, env: dict[str, Value]) -> dict[str, Value]:
@@ -382,6 +427,8 @@ class Importer:
                 rule.check(list(node.input), inputs, attrs)
             except (IndexError, ValueError) as error:
                 raise OnnxImportError(f"Node {_label(node)} ({node.op_type}): {error}") from None
+        if rule.takes_training and self.training is not None:
+            attrs = {**attrs, "training": self.training}
         slots, statics, dynamic = [], [], []
         for index, value in enumerate(inputs):
             if value is None:
@@ -392,7 +439,9 @@ class Importer:
             else:
                 slots.append("t")
                 dynamic.append((index, value))
-        if all(not isinstance(v, Tensor) for _, v in dynamic) and rule.kind != "host":
+        keyed = rule.random and self.random is not None
+        if not keyed and all(not isinstance(v, Tensor) for _, v in dynamic) and \
+                rule.kind != "host":
             # Every input is known: evaluate the node now (unless it acts on the host when
             # the program runs, as an abort does).
             return self._fold(rule, node, slots, statics, dynamic, attrs)
@@ -402,6 +451,9 @@ class Importer:
         layout = "".join(slots)
         if layout.strip("t"):  # some input is static or absent
             attrs = {**attrs, "slots": layout}
+        if keyed:
+            tensors["key"] = _on_current_ipu(self.random.key(node))
+            attrs = {**attrs, "keyed": True}
         if statics:
             attrs["static"] = tuple(statics)
         try:

@@ -25,6 +25,14 @@ verifies, differentiates (``jax.vjp`` of the function) and lowers like any other
   operator would silently clamp or misread (constant indices out of range).
 * Missing optional inputs arrive as ``None``; a function with a ``num_outputs`` keyword
   gets the node's output count.
+* ``random``: the operator draws random numbers (RandomNormal, Dropout...). Imported on
+  its own (plain ONNX) it draws with its ``seed`` attribute's key and, without tensor
+  inputs, is folded at import like any node. An importer given a session's seed
+  (:class:`ipuxl.onnx.importer.RandomDraws`) never folds it and passes the function a
+  ``key`` keyword: a uint32 ``(2,)`` key, different for each node, micro-batch and
+  replica (:func:`draw_key` makes the JAX key). A function with a ``training`` keyword
+  gets whether the importer's PopART session trains (Dropout is the identity in
+  inference), and nothing (ONNX's own rule) outside sessions.
 
 Operators that need the importer itself (``If``, ``Loop``, ``Scan`` import subgraphs)
 are declared with :func:`onnx_converter` instead.
@@ -45,7 +53,7 @@ from ipuxl.op import OpDef
 from ipuxl.tensor import TensorSpec
 
 __all__ = ["Rule", "onnx_op", "onnx_converter", "find_rule", "rules", "ONNX_DOMAIN",
-           "canonical_domain"]
+           "canonical_domain", "draw_key"]
 
 ONNX_DOMAIN = "ai.onnx"
 _SHORT = {"ai.onnx": "onnx", "ai.graphcore": "graphcore", "ai.onnx.ml": "onnx_ml",
@@ -72,6 +80,8 @@ class Rule:
     attributes: frozenset[str] = frozenset()
     takes_num_outputs: bool = False
     check: Callable[..., None] | None = None
+    random: bool = False
+    takes_training: bool = False
     opdef: OpDef | None = field(default=None, repr=False)
 
     @property
@@ -106,9 +116,15 @@ def _register(rule: Rule) -> None:
     versions.sort(key=lambda r: r.since)
 
 
-def _keyword_names(fn: Callable[..., Any]) -> tuple[frozenset[str], bool]:
+# The keywords a random rule gets from the importer, which are not ONNX attributes.
+_RANDOM_KEYWORDS = frozenset({"key", "training"})
+
+
+def _keyword_names(fn: Callable[..., Any], random: bool) -> tuple[frozenset[str], bool]:
     params = inspect.signature(fn).parameters.values()
     names = {p.name for p in params if p.kind is p.KEYWORD_ONLY}
+    if random:
+        names -= _RANDOM_KEYWORDS
     # Split-18 has an ONNX attribute named num_outputs too: accepted (ONNX's checker
     # requires it to equal the node's output count, which is what the function receives).
     return frozenset(names), "num_outputs" in names
@@ -116,18 +132,19 @@ def _keyword_names(fn: Callable[..., Any]) -> tuple[frozenset[str], bool]:
 
 def onnx_op(op_type: str, *, since: int | Sequence[int] = 1, domain: str = "",
             static: Sequence[int] = (), value_dependent: bool = False,
-            kind: str = "elementwise", check: Callable[..., None] | None = None
-            ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+            kind: str = "elementwise", check: Callable[..., None] | None = None,
+            random: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Declare ``fn(*inputs, **attributes)`` as the rule for ``op_type`` (see the module
     docstring). ``since`` may list several versions that share the function."""
 
     def declare(fn: Callable[..., Any]) -> Callable[..., Any]:
-        attributes, takes = _keyword_names(fn)
+        attributes, takes = _keyword_names(fn, random)
+        takes_training = random and "training" in inspect.signature(fn).parameters
         for version in (since,) if isinstance(since, int) else since:
             rule = Rule(op_type, canonical_domain(domain), version, fn=fn,
                         static=frozenset(static), value_dependent=value_dependent,
                         kind=_family(kind), attributes=attributes, takes_num_outputs=takes,
-                        check=check)
+                        check=check, random=random, takes_training=takes_training)
             rule.opdef = _make_opdef(rule)
             _register(rule)
         return fn
@@ -180,7 +197,11 @@ def call_rule(rule: Rule, arrays: Sequence[Any], slots: str | None, static: Sequ
               attrs: dict[str, Any]) -> Any:
     """Call the rule's function with the node's inputs in ONNX order: ``slots`` has one
     letter per input, ``t`` (next of ``arrays``), ``s`` (next of ``static``) or ``-``
-    (absent: None); None means every input is a tensor."""
+    (absent: None); None means every input is a tensor. With ``keyed`` among ``attrs``
+    (a random rule imported with a session's seed), the last array is the ``key``."""
+    if attrs.get("keyed"):
+        *arrays, key = arrays
+        attrs = {**{k: v for k, v in attrs.items() if k != "keyed"}, "key": key}
     if slots is None:
         return rule.fn(*arrays, **attrs)
     values: list[Any] = []
@@ -207,6 +228,18 @@ def _make_opdef(rule: Rule) -> OpDef:
         return [TensorSpec(tuple(o.shape), dtype_of(o.dtype)) for o in outs]
 
     return OpDef(rule.name, infer=infer, lower=lower, cost_kind=rule.kind)
+
+
+def draw_key(key: Any, seed: float | None = None) -> Any:
+    """The JAX key a random rule draws with: the importer's ``key`` (uint32 ``(2,)``) with
+    the replica's index folded in, so each replica draws its own numbers; without one,
+    the key of the ONNX ``seed`` attribute (0 when absent)."""
+    if key is None:
+        return jax.random.PRNGKey(int(seed) if seed is not None else 0)
+    from ipuxl.replica_axis import replica_index
+
+    wrapped = jax.random.wrap_key_data(key.astype(np.uint32), impl="threefry2x32")
+    return jax.random.fold_in(wrapped, replica_index())
 
 
 def dtype_of(np_dtype: Any) -> dtypes.dtype:

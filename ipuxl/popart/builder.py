@@ -397,11 +397,13 @@ class Builder(AnnotationsMixin):
         if version is not None:
             self._require_opset(domain, version, where)
         debug = str(debug_context or "")
-        base = self._scoped(debug or op_type)
-        outputs = [self._ids.fresh(f"{base}:{i}") for i in range(num_outputs)]
-        # PopART names a node only when given a name or inside a name scope.
+        # PopART names outputs after the op type, `<scope>/<Type>:<i>` (made unique with
+        # `/1`, `/2`...), whatever debug name is given; the debug name (or the op type,
+        # inside a name scope) names the node, and only then.
+        outputs = [self._ids.fresh(f"{self._scoped(op_type)}:{i}") for i in range(num_outputs)]
         node = onnx.NodeProto(op_type=op_type, domain=domain,
-                              name=base if debug or self._scopes else "")
+                              name=self._scoped(debug or op_type) if debug or self._scopes
+                              else "")
         node.input.extend(inputs)
         node.output.extend(outputs)
         debug_id = {_DEBUG_INFO_ID: next(_debug_info_ids)}

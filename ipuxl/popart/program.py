@@ -5,7 +5,8 @@ The Ir a PopART session runs is an ordinary PopXL program:
 * one h2d stream per model input and one d2h stream per anchor;
   ``ir.num_host_transfers`` is ``batchesPerStep * accumulationFactor`` (one slot per
   micro-batch) and ``ir.replication_factor`` the replication factor;
-* one variable per floating-point initializer (the weights, named as in the model);
+* one variable per floating-point initializer (the weights, named as in the model), and
+  ``randomSeed___`` for random operators (:mod:`ipuxl.popart.session_random`);
 * inference: ``repeat(batchesPerStep)`` of a body that loads the inputs, runs the imported
   ONNX graph and stores every anchor;
 * training: the imported graph (plus the seed-era losses) is a forward subgraph;
@@ -16,8 +17,9 @@ The Ir a PopART session runs is an ordinary PopXL program:
 
 Gradient anchors (``Gradient___<id>``) may name any floating-point tensor the loss depends
 on: the autodiff call requires the weights and those tensors, and each anchor stores the
-gradient of the scaled loss, as PopART's do. Every anchor is stored every micro-batch; the session turns the ``[bps, accl, repl, ...]``
-values into what each anchor's return type asks for (:mod:`ipuxl.popart.dataflow`).
+gradient of the scaled loss, as PopART's do. Every anchor is stored every micro-batch; the
+session turns the ``[bps, accl, repl, ...]`` values into what each anchor's return type
+asks for (:mod:`ipuxl.popart.dataflow`).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import numpy as np
 from ipuxl.host_values import index_argument
 from ipuxl.onnx.importer import (
     Importer,
+    RandomDraws,
     check_model,
     load_model,
     model_source,
@@ -40,6 +43,7 @@ from ipuxl.onnx.importer import (
 )
 from ipuxl.onnx.model_ir import initializer_arrays, is_weight
 from ipuxl.onnx.registry import dtype_of
+from ipuxl.popart import session_random as seeds
 from ipuxl.popart.errors import popart_exception
 from ipuxl.popart.losses import (
     IdentityLoss,
@@ -86,6 +90,7 @@ class Program:
     state: dict[str, Any] = field(default_factory=dict)        # name -> Variable
     infos: dict[str, tuple[tuple[int, ...], Any]] = field(default_factory=dict)
     source: str = "model.onnx"  # where imported ops say they come from
+    random_seed: Any = None  # the seed Variable of a model with random operators
 
 
 def _plan(dataflow: Any, options: Any, training: bool) -> Plan:
@@ -158,6 +163,8 @@ def build_program(fn_model: Any, dataflow: Any, *, input_shape_info: Any = None,
                 program.weights[name] = ipuxl.variable(array, dtype_of(array.dtype),
                                                        name=name, downcast=False)
                 program.infos[name] = (array.shape, dtype_of(array.dtype))
+        if seeds.draws_random(model, training):
+            program.random_seed = seeds.seed_variable()
         if training:
             _build_training(program, dataflow, arrays, loss, losses or (), optimizer, options)
         else:
@@ -196,7 +203,10 @@ def _build_inference(program: Program, dataflow: Any, arrays: dict[str, np.ndarr
 
     def body() -> None:
         env: dict[str, Any] = {n: a for n, a in arrays.items() if n not in program.weights}
-        importer = Importer(opsets_of(model), source=program.source)
+        importer = Importer(opsets_of(model), source=program.source, training=False)
+        if program.random_seed is not None:
+            seed = seeds.seed_input(program.random_seed, bindings)
+            importer.random = RandomDraws(seeds.step_seed(seed))
         for name, variable in program.weights.items():
             graph_input = ipuxl.graph_input(variable.shape, variable.dtype, name)
             bindings[graph_input] = variable
@@ -243,7 +253,10 @@ def _build_training(program: Program, dataflow: Any, arrays: dict[str, np.ndarra
 
     def forward() -> None:
         env: dict[str, Any] = {n: a for n, a in arrays.items() if n not in program.weights}
-        importer = Importer(opsets_of(model), source=program.source)
+        importer = Importer(opsets_of(model), source=program.source, training=True)
+        if program.random_seed is not None:  # fed the micro-batch's seed (step_seed)
+            data_inputs[seeds.SEED_NAME] = seeds.seed_input(program.random_seed)
+            importer.random = RandomDraws(data_inputs[seeds.SEED_NAME])
         for name in program.inputs:
             shape, dtype = program.infos[name]
             data_inputs[name] = env[name] = ipuxl.graph_input(shape, dtype, name)
@@ -319,6 +332,8 @@ def _build_training(program: Program, dataflow: Any, arrays: dict[str, np.ndarra
         for name, variable in program.hyper.items():
             made[name] = ipuxl.graph_input(variable.shape, variable.dtype, name)
             bindings[made[name]] = variable
+        if program.random_seed is not None:
+            made[seeds.SEED_NAME] = seeds.seed_input(program.random_seed, bindings)
         return made
 
     def hyper_for(made: dict[str, Any], weight: str) -> dict[str, Any]:
@@ -346,15 +361,16 @@ def _build_training(program: Program, dataflow: Any, arrays: dict[str, np.ndarra
             optimizer.update(made[name], reduced[name], state, hyper_for(made, name))
 
     def micro(made: dict[str, Any], update: bool) -> None:
-        # The step is generated code, so it runs in the order it is written: the forward
-        # and backward calls read each weight before the update writes it. With a loss
-        # linear in a weight no data edge says so (its gradient does not depend on the
-        # weight), and the user cannot add `popxl.in_sequence()` to code they did not write.
+        # In the order written: the forward and backward calls read each weight (and the
+        # seed) before the updates write it, which no data edge says for a loss linear in
+        # a weight, and the user cannot add `popxl.in_sequence()` to generated code.
         with ipuxl.in_sequence():
             micro_body(made, update)
 
     def micro_body(made: dict[str, Any], update: bool) -> None:
         loaded = {name: ops.host_load(stream, name) for name, stream in program.inputs.items()}
+        if seeds.SEED_NAME in made:
+            loaded[seeds.SEED_NAME] = seeds.step_seed(made[seeds.SEED_NAME])
         inputs_dict = {data_inputs[n]: loaded[n] for n in data_inputs}
         inputs_dict.update({weight_inputs[n]: made[n] for n in weight_inputs})
         inputs_dict.update({constant_inputs[n]: ipuxl.constant(v, name=n)
@@ -517,6 +533,10 @@ def _reduction_is_mean(options: Any) -> bool:
     return reduction is ReductionType.Mean
 
 
+_NLL_REDUCTIONS = {ReductionType.Sum: "sum", ReductionType.Mean: "mean",
+                   ReductionType.NoReduction: "none"}
+
+
 def _seed_era_losses(env: dict[str, Any], losses: Sequence[Loss]) -> Any:
     """The sum of the seed-era loss objects, made with ipuxl ops."""
     from ipuxl import ops
@@ -527,7 +547,7 @@ def _seed_era_losses(env: dict[str, Any], losses: Sequence[Loss]) -> Any:
         if isinstance(loss, NllLoss):
             probs, label = tensors
             value = ops.nll_loss(probs, label, ignore_index=loss.ignore_index,
-                                 reduction=_reduction(loss.reduction))
+                                 reduction=_NLL_REDUCTIONS[loss.reduction])
         elif isinstance(loss, L1Loss):
             value = _reduce(ops.abs(tensors[0]) * float(loss.lambda_), loss.reduction)
         elif isinstance(loss, IdentityLoss):
@@ -537,11 +557,6 @@ def _seed_era_losses(env: dict[str, Any], losses: Sequence[Loss]) -> Any:
         env[loss.output()] = value
         total = value if total is None else total + value
     return total
-
-
-def _reduction(reduction: ReductionType) -> str:
-    return {ReductionType.Sum: "sum", ReductionType.Mean: "mean",
-            ReductionType.NoReduction: "none"}[reduction]
 
 
 def _reduce(tensor: Any, reduction: ReductionType) -> Any:

@@ -2,10 +2,16 @@
 
 Two things are random on an IPU, and PopART's sessions expose both:
 
-* the **seed** of the model's random operators (Dropout in training, RandomNormal,
-  RandomUniform and their ``Like`` forms, Bernoulli, Multinomial), set with
+* the **seed** of the model's random operators (Dropout and ShapedDropout in training,
+  RandomNormal, RandomUniform and their ``Like`` forms, Bernoulli, Multinomial), set with
   ``session.setRandomSeed(n)``; a model without random operators (and without
-  ``enableStochasticRounding``) has no seed, and setting one only logs PopART's warning;
+  ``enableStochasticRounding``) has no seed, and setting one only logs PopART's warning.
+  The seed is a device variable, ``randomSeed___`` (uint32 ``(2,)``: the 64-bit seed's
+  low and high words). Each micro-batch draws with :func:`step_seed` of it and moves it
+  on, and each random node derives its own key from that
+  (:class:`ipuxl.onnx.importer.RandomDraws`): every node, micro-batch, run and replica
+  draws differently, the backward pass of a dropout reuses its forward mask, and
+  ``setRandomSeed(n)`` (or ``setRandomSeed(getRandomSeed())``) replays the numbers;
 * the **RNG state** of the device's hardware generators (per tile, per worker), read and
   written with ``getRNGState`` / ``setRNGState`` when ``enableLoadAndOffloadRNGState`` is
   on. The state belongs to the device, so every session on it shares it, and each run
@@ -26,11 +32,16 @@ import numpy as np
 
 from ipuxl.popart.errors import popart_exception
 
-__all__ = ["RANDOM_OPERATORS", "SessionRandomness", "uses_random_seed", "rng_state_size",
-           "initial_rng_state", "advance_rng_state"]
+__all__ = ["RANDOM_OPERATORS", "SEED_NAME", "SessionRandomness", "uses_random_seed",
+           "draws_random", "seed_variable", "seed_input", "step_seed", "rng_state_size", "initial_rng_state",
+           "advance_rng_state"]
 
 RANDOM_OPERATORS = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike",
                               "RandomUniformLike", "Bernoulli", "Multinomial"})
+# Random in training sessions only (the identity in inference).
+_TRAINING_RANDOM = frozenset({"Dropout", "ShapedDropout"})
+#: PopART's name for the seed tensor (``reservedRandomSeedPrefix``).
+SEED_NAME = "randomSeed___"
 _SESSION_LOG = logging.getLogger("popart.session")
 # PopART's layout: two state tensors (identical and differing seeds), 4 words a worker.
 _GENERATORS = 2
@@ -43,8 +54,55 @@ def uses_random_seed(model: Any, training: bool, options: Any) -> bool:
     ``enableStochasticRounding``."""
     if options is not None and getattr(options, "enableStochasticRounding", False):
         return True
-    random = RANDOM_OPERATORS | ({"Dropout"} if training else set())
+    return draws_random(model, training)
+
+
+def draws_random(model: Any, training: bool) -> bool:
+    """Whether any graph of ``model`` has a random operator (a dropout counts in training
+    only): the session then has a seed variable."""
+    random = RANDOM_OPERATORS | (_TRAINING_RANDOM if training else frozenset())
     return any(node.op_type in random for node in _nodes(model.graph))
+
+
+def _seed_words(value: int) -> np.ndarray:
+    """A 64-bit seed as the uint32 ``(2,)`` data of the seed variable (low word first)."""
+    value = int(value) % 2**64
+    return np.array([value & 0xFFFFFFFF, value >> 32], dtype=np.uint32)
+
+
+def seed_variable() -> Any:
+    """The session's seed variable, ``randomSeed___``, in the current graph (seed 0 until
+    ``setRandomSeed``)."""
+    import ipuxl
+
+    return ipuxl.variable(_seed_words(0), ipuxl.uint32, name=SEED_NAME)
+
+
+def seed_input(variable: Any, bindings: dict[Any, Any] | None = None) -> Any:
+    """A graph input for the seed: by reference and bound to ``variable`` in ``bindings``
+    (a body that moves the seed on), else by value (the forward graph, which is fed the
+    micro-batch's seed)."""
+    import ipuxl
+
+    by_ref = bindings is not None
+    made = ipuxl.graph_input((2,), ipuxl.uint32, SEED_NAME, by_ref=by_ref)
+    if bindings is not None:
+        bindings[made] = variable
+    return made
+
+
+def step_seed(seed: Any) -> Any:
+    """The seed this micro-batch's random operators draw from, derived from ``seed``
+    (the variable, passed by reference), which moves on to its next value: a run after
+    ``setRandomSeed(n)`` repeats the numbers of the first run after it."""
+    import ipuxl
+    from ipuxl import ops
+    from ipuxl.ops.random_seed import create_random_seed
+
+    with ipuxl.in_sequence():
+        draw = create_random_seed(seed, 0)
+        ops.var_updates.copy_var_update_(seed, create_random_seed(seed, 1))
+    return draw
 
 
 def _nodes(graph: Any) -> Iterable[Any]:
@@ -107,9 +165,13 @@ class SessionRandomness:
             raise popart_exception("Devicex::prepare() must be called before "
                                    "Devicex::setRandomSeedFromHost(uint64_t) is called.")
         self._seed = int(seedValue)
+        variable = self._program.random_seed
+        if variable is not None:
+            self._session.write_variables_data({variable: _seed_words(self._seed)})
 
     def getRandomSeed(self) -> int:  # noqa: N802
-        """The seed ``setRandomSeed`` set (0 for a model without random operators)."""
+        """The seed the next run draws from (the value ``setRandomSeed`` set, moved on by
+        each micro-batch since); 0 for a model without random operators."""
         if not self._uses_random_seed():
             _SESSION_LOG.warning("Trying to get the random seed, but this session has no "
                                  "random behaviour. Doing nothing.")
@@ -117,11 +179,14 @@ class SessionRandomness:
         if self._session is None:
             raise popart_exception("Devicex::prepare() must be called before "
                                    "Devicex::getRandomSeedToHost() is called.")
-        return self._seed or 0
+        variable = self._program.random_seed
+        if variable is None:  # only stochastic rounding, which ipuxl does not model
+            return self._seed or 0
+        low, high = (int(word) for word in self._session.get_tensor_data(variable))
+        return low | high << 32
 
     def _uses_random_seed(self) -> bool:
-        return uses_random_seed(self._program.model, self._training,
-                                               self.options)
+        return uses_random_seed(self._program.model, self._training, self.options)
 
     def getRNGState(self) -> list[int]:  # noqa: N802
         """The device's random-number-generator state (``[]`` with synthetic data).

@@ -17,12 +17,14 @@ JAX's, of the functions as written here:
 * ``CtcBeamSearchDecoder``: prefix beam search, returning the ``top_paths`` best labellings'
   log-probabilities, lengths and labels;
 * ``NormalizeImage``, ``SplineBasis``, ``SplineWeighting``, ``NearbyInt``, ``GeluErf``,
-  ``BitwiseXnor``, ``ShapedDropout`` (the identity: see below), ``Abort``, PopART's
+  ``BitwiseXnor``, ``ShapedDropout`` (see below), ``Abort``, PopART's
   ``BatchNormalization`` (the running variance from the unbiased batch variance, as PyTorch
   does) and ``ReplicatedReduceScatter``.
 
-``ShapedDropout`` imports as the identity: dropout is active only in PopART's training
-sessions, and an imported rule does not know which session it is in.
+``ShapedDropout`` drops in PopART's training sessions only, with the session's key (see
+``random`` in :mod:`ipuxl.onnx.registry`): each element of a mask of ``shape``, broadcast
+over the input, is kept with probability ``1 - ratio`` and the kept ones are scaled by
+``1 / (1 - ratio)``. It is the identity in an inference session and outside sessions.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from ipuxl.onnx.registry import onnx_converter, onnx_op
+from ipuxl.onnx.registry import draw_key, onnx_converter, onnx_op
 
 GRAPHCORE = "ai.graphcore"
 # A log-probability standing for "impossible" that keeps gradients finite (-inf would give
@@ -293,10 +295,16 @@ def bitwise_xnor(a: Any, b: Any) -> Any:
     return jnp.bitwise_not(jnp.bitwise_xor(a, b))
 
 
-@onnx_op("ShapedDropout", domain=GRAPHCORE, kind="copy")
-def shaped_dropout(x: Any, *, shape: Sequence[int] = (), ratio: float = 0.5) -> Any:
-    """The identity (see the module docstring)."""
-    return x
+@onnx_op("ShapedDropout", domain=GRAPHCORE, kind="random", random=True)
+def shaped_dropout(x: Any, *, shape: Sequence[int] = (), ratio: float = 0.5, key: Any = None,
+                   training: bool | None = None) -> Any:
+    """Dropout of broadcast mask elements (see the module docstring)."""
+    if not training or ratio == 0:
+        return x
+    keep = jax.random.uniform(draw_key(key), tuple(int(d) for d in shape),
+                              jnp.float32) >= jnp.float32(ratio)
+    kept = x * jnp.asarray(1 / (1 - ratio), x.dtype)
+    return jnp.where(jnp.broadcast_to(keep, x.shape), kept, jnp.zeros((), x.dtype))
 
 
 def _raise_abort() -> None:

@@ -2,9 +2,12 @@
 generators (RandomNormal, RandomUniform, their ``Like`` forms, Bernoulli, Multinomial) and
 the ``ai.onnx.preview.training`` optimizers (Adagrad, Adam, Momentum).
 
-The random generators draw from ``jax.random`` with a key made from the ``seed``
-attribute (0 without one): the values have ONNX's shape, dtype and distribution but are
-not NumPy's, and a generator without a tensor input is evaluated once, at import time.
+The random generators draw from ``jax.random``: the values have ONNX's shape, dtype and
+distribution but are not NumPy's. Imported on their own they draw with a key made from
+the ``seed`` attribute (0 without one), and one without a tensor input is evaluated once,
+at import time. In a PopART session they draw from the session's seed (``key``: see
+``random`` in :mod:`ipuxl.onnx.registry`), anew each micro-batch; there, as in PopART,
+a ``seed`` attribute is an error and only float16 and float32 numbers are drawn.
 """
 
 from __future__ import annotations
@@ -15,7 +18,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ipuxl.onnx.registry import onnx_op
+from ipuxl.onnx.errors import OnnxImportError
+from ipuxl.onnx.registry import draw_key, onnx_op
 
 _TRAINING = "ai.onnx.preview.training"
 
@@ -66,58 +70,83 @@ def _dtype(code: int | None, default: Any) -> Any:
     return np.dtype(helper.tensor_dtype_to_np_dtype(int(code)))
 
 
-def _key(seed: float | None) -> Any:
-    return jax.random.PRNGKey(int(seed) if seed is not None else 0)
+def _session_key(op: str, key: Any, seed: float | None, dtype: Any,
+                 inherited: bool = False) -> Any:
+    """The JAX key to draw with, after PopART's checks when a session's ``key`` is given:
+    no ``seed`` attribute, and float16 or float32 numbers only (with PopART's message for
+    each: ``inherited`` is a ``Like`` operator's dtype taken from its input, which PopART
+    checks as it builds the op; a ``dtype`` attribute fails when PopART compiles)."""
+    if key is not None:
+        if seed is not None:
+            raise OnnxImportError(f"ai.onnx.{op}:1: Optional seed attribute is not "
+                                  "supported. Use session::setRandomSeed instead.")
+        if np.dtype(dtype) not in (np.float16, np.float32):
+            from onnx import helper
+
+            name = helper.tensor_dtype_to_string(helper.np_dtype_to_tensor_dtype(
+                np.dtype(dtype))).removeprefix("TensorProto.")
+            fix = (f"{op} draws FLOAT16 or FLOAT numbers in a session: give it one of "
+                   "those dtypes.")
+            if inherited:
+                raise OnnxImportError(f"ai.onnx.{op}:1 : Unsupported data type requested: "
+                                      f"{name}. {fix}")
+            raise OnnxImportError(f"The data type {name} is not supported in Poplar. {fix}")
+    return draw_key(key, seed)
 
 
-def _normal(shape: tuple[int, ...], dtype: Any, mean: float, scale: float,
-            seed: float | None) -> Any:
-    sample = jax.random.normal(_key(seed), shape, jnp.float32)
+def _normal(op: str, shape: tuple[int, ...], dtype: Any, mean: float, scale: float,
+            seed: float | None, key: Any, inherited: bool = False) -> Any:
+    sample = jax.random.normal(_session_key(op, key, seed, dtype, inherited), shape,
+                               jnp.float32)
     return (sample * scale + mean).astype(dtype)
 
 
-def _uniform(shape: tuple[int, ...], dtype: Any, low: float, high: float,
-             seed: float | None) -> Any:
-    sample = jax.random.uniform(_key(seed), shape, jnp.float32)
+def _uniform(op: str, shape: tuple[int, ...], dtype: Any, low: float, high: float,
+             seed: float | None, key: Any, inherited: bool = False) -> Any:
+    sample = jax.random.uniform(_session_key(op, key, seed, dtype, inherited), shape,
+                                jnp.float32)
     return (sample * (high - low) + low).astype(dtype)
 
 
-@onnx_op("RandomNormal", since=(1, 22), kind="random")
+@onnx_op("RandomNormal", since=(1, 22), kind="random", random=True)
 def random_normal(*, dtype: int = 1, mean: float = 0.0, scale: float = 1.0,
-                  seed: float | None = None, shape: Any = ()) -> Any:
-    return _normal(tuple(int(d) for d in shape), _dtype(dtype, np.float32), mean, scale,
-                   seed)
+                  seed: float | None = None, shape: Any = (), key: Any = None) -> Any:
+    return _normal("RandomNormal", tuple(int(d) for d in shape), _dtype(dtype, np.float32),
+                   mean, scale, seed, key)
 
 
-@onnx_op("RandomUniform", since=(1, 22), kind="random")
+@onnx_op("RandomUniform", since=(1, 22), kind="random", random=True)
 def random_uniform(*, dtype: int = 1, high: float = 1.0, low: float = 0.0,
-                   seed: float | None = None, shape: Any = ()) -> Any:
-    return _uniform(tuple(int(d) for d in shape), _dtype(dtype, np.float32), low, high,
-                    seed)
+                   seed: float | None = None, shape: Any = (), key: Any = None) -> Any:
+    return _uniform("RandomUniform", tuple(int(d) for d in shape),
+                    _dtype(dtype, np.float32), low, high, seed, key)
 
 
-@onnx_op("RandomNormalLike", since=(1, 22), kind="random")
+@onnx_op("RandomNormalLike", since=(1, 22), kind="random", random=True)
 def random_normal_like(x: Any, *, dtype: int | None = None, mean: float = 0.0,
-                       scale: float = 1.0, seed: float | None = None) -> Any:
-    return _normal(x.shape, _dtype(dtype, x.dtype), mean, scale, seed)
+                       scale: float = 1.0, seed: float | None = None, key: Any = None) -> Any:
+    return _normal("RandomNormalLike", x.shape, _dtype(dtype, x.dtype), mean, scale, seed,
+                   key, inherited=dtype is None)
 
 
-@onnx_op("RandomUniformLike", since=(1, 22), kind="random")
+@onnx_op("RandomUniformLike", since=(1, 22), kind="random", random=True)
 def random_uniform_like(x: Any, *, dtype: int | None = None, high: float = 1.0,
-                        low: float = 0.0, seed: float | None = None) -> Any:
-    return _uniform(x.shape, _dtype(dtype, x.dtype), low, high, seed)
+                        low: float = 0.0, seed: float | None = None, key: Any = None) -> Any:
+    return _uniform("RandomUniformLike", x.shape, _dtype(dtype, x.dtype), low, high, seed,
+                    key, inherited=dtype is None)
 
 
-@onnx_op("Bernoulli", since=(15, 22), kind="random")
-def bernoulli(x: Any, *, dtype: int | None = None, seed: float | None = None) -> Any:
-    draw = jax.random.uniform(_key(seed), x.shape, jnp.float32)
+@onnx_op("Bernoulli", since=(15, 22), kind="random", random=True)
+def bernoulli(x: Any, *, dtype: int | None = None, seed: float | None = None,
+              key: Any = None) -> Any:
+    draw = jax.random.uniform(draw_key(key, seed), x.shape, jnp.float32)
     return (draw < x.astype(jnp.float32)).astype(_dtype(dtype, x.dtype))
 
 
-@onnx_op("Multinomial", since=(7, 22), kind="random")
+@onnx_op("Multinomial", since=(7, 22), kind="random", random=True)
 def multinomial(x: Any, *, dtype: int = 6, sample_size: int = 1,
-                seed: float | None = None) -> Any:
-    draws = jax.random.categorical(_key(seed), x.astype(jnp.float32), axis=-1,
+                seed: float | None = None, key: Any = None) -> Any:
+    draws = jax.random.categorical(draw_key(key, seed), x.astype(jnp.float32), axis=-1,
                                    shape=(sample_size, x.shape[0]))
     return jnp.transpose(draws).astype(_dtype(dtype, np.int32))
 

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from ipuxl.onnx.registry import onnx_op
+from ipuxl.onnx.registry import draw_key, onnx_op
 
 
 def _channel(p: Any, x: Any) -> Any:
@@ -182,43 +182,63 @@ def mean_variance_normalization(x: Any, *, axes: Sequence[int] = (0, 2, 3)) -> A
 
 
 # -------------------------------------------------------------------------------- Dropout
-def _dropout(x: Any, ratio: float, training: bool, seed: Any, num_outputs: int,
-             mask_dtype: Any) -> Any:
-    if not training or ratio == 0:
+# Dropout is random (see ``random`` in ipuxl.onnx.registry). Imported on its own it
+# follows ONNX (``is_test``, ``training_mode``; the identity from opset 7 to 11). In a
+# PopART session (``training`` given) it drops in a training session, with the session's
+# key, and is the identity in an inference session, as PopART's; a ``training_mode``
+# input still decides where the model gives one. The mask is a function of the key, so
+# the gradient drops what the forward pass dropped.
+def _dropout(x: Any, ratio: float, active: bool, seed: Any, num_outputs: int,
+             mask_dtype: Any, key: Any = None, training: bool | None = None,
+             version: int = 1) -> Any:
+    if training is not None and not 0 <= ratio < 1:
+        from ipuxl.onnx.errors import OnnxImportError
+
+        raise OnnxImportError(f"ai.onnx.Dropout:{version} ratio value {ratio} is not valid. "
+                              "Please use a value in the interval [0,1)")
+    if not active or ratio == 0:
         y, mask = x, jnp.ones(x.shape, mask_dtype)
     else:
-        key = jax.random.PRNGKey(int(seed) if seed is not None else 0)
-        keep = jax.random.uniform(key, x.shape, jnp.float32) >= jnp.float32(ratio)
+        keep = jax.random.uniform(draw_key(key, seed), x.shape,
+                                  jnp.float32) >= jnp.float32(ratio)
         y = jnp.where(keep, x / jnp.array(1.0 - ratio, x.dtype), jnp.zeros((), x.dtype))
         mask = keep.astype(mask_dtype)
     y = y + jnp.zeros((), x.dtype) if x.dtype != jnp.bool_ else y
     return (y, mask) if num_outputs > 1 else y
 
 
-@onnx_op("Dropout", since=1)
+@onnx_op("Dropout", since=1, random=True)
 def dropout_1(x: Any, *, consumed_inputs: Sequence[int] = (), is_test: int = 0,
-              ratio: float = 0.5, num_outputs: int = 1) -> Any:
-    return _dropout(x, ratio, not is_test, None, num_outputs, x.dtype)
+              ratio: float = 0.5, num_outputs: int = 1, key: Any = None,
+              training: bool | None = None) -> Any:
+    active = not is_test if training is None else training
+    return _dropout(x, ratio, active, None, num_outputs, x.dtype, key, training, 1)
 
 
-@onnx_op("Dropout", since=6)
-def dropout_6(x: Any, *, is_test: int = 0, ratio: float = 0.5, num_outputs: int = 1) -> Any:
-    return _dropout(x, ratio, not is_test, None, num_outputs, x.dtype)
+@onnx_op("Dropout", since=6, random=True)
+def dropout_6(x: Any, *, is_test: int = 0, ratio: float = 0.5, num_outputs: int = 1,
+              key: Any = None, training: bool | None = None) -> Any:
+    active = not is_test if training is None else training
+    return _dropout(x, ratio, active, None, num_outputs, x.dtype, key, training, 6)
 
 
-@onnx_op("Dropout", since=7)
-def dropout_7(x: Any, *, ratio: float = 0.5, num_outputs: int = 1) -> Any:
-    return _dropout(x, ratio, False, None, num_outputs, x.dtype)
+@onnx_op("Dropout", since=7, random=True)
+def dropout_7(x: Any, *, ratio: float = 0.5, num_outputs: int = 1, key: Any = None,
+              training: bool | None = None) -> Any:
+    return _dropout(x, ratio, bool(training), None, num_outputs, x.dtype, key, training, 7)
 
 
-@onnx_op("Dropout", since=10)
-def dropout_10(x: Any, *, ratio: float = 0.5, num_outputs: int = 1) -> Any:
-    return _dropout(x, ratio, False, None, num_outputs, jnp.bool_)
+@onnx_op("Dropout", since=10, random=True)
+def dropout_10(x: Any, *, ratio: float = 0.5, num_outputs: int = 1, key: Any = None,
+               training: bool | None = None) -> Any:
+    return _dropout(x, ratio, bool(training), None, num_outputs, jnp.bool_, key, training,
+                    10)
 
 
-@onnx_op("Dropout", since=(12, 13, 22), static=(1, 2))
+@onnx_op("Dropout", since=(12, 13, 22), static=(1, 2), random=True)
 def dropout(x: Any, ratio: np.ndarray | None = None, training_mode: np.ndarray | None = None,
-            *, seed: int | None = None, num_outputs: int = 1) -> Any:
+            *, seed: int | None = None, num_outputs: int = 1, key: Any = None,
+            training: bool | None = None) -> Any:
     rate = 0.5 if ratio is None else float(np.asarray(ratio))
-    training = False if training_mode is None else bool(np.asarray(training_mode))
-    return _dropout(x, rate, training, seed, num_outputs, jnp.bool_)
+    active = bool(training) if training_mode is None else bool(np.asarray(training_mode))
+    return _dropout(x, rate, active, seed, num_outputs, jnp.bool_, key, training, 12)
