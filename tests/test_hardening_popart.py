@@ -31,6 +31,7 @@ def relu_session(dtype: str = "FLOAT") -> tuple[popart.InferenceSession, str, st
     session = popart.InferenceSession(proto, popart.DataFlow(
         1, {y: popart.AnchorReturnType("ALL")}), CPU)
     session.prepareDevice()
+    session.weightsFromHost()
     return session, x, y
 
 
@@ -67,6 +68,7 @@ def test_silent_fractional_input_for_an_int_tensor_is_refused():
     session = popart.InferenceSession(builder.getModelProto(), popart.DataFlow(
         1, {y: popart.AnchorReturnType("ALL")}), CPU)
     session.prepareDevice()
+    session.weightsFromHost()
     anchors = session.initAnchorArrays()
     with pytest.raises(ValueError, match=r"PyStepIO input 'x'.*0\.5 at index 1 is not a "
                                          r"whole number"):
@@ -82,6 +84,7 @@ def test_silent_input_callback_data_is_not_truncated():
     session = popart.InferenceSession(builder.getModelProto(), popart.DataFlow(
         1, {y: popart.AnchorReturnType("ALL")}), CPU)
     session.prepareDevice()
+    session.weightsFromHost()
     out = np.zeros(2, np.int32)
     stepio = popart.PyStepIOCallback(lambda name, prefetch: np.array([2.7, 1.0]),
                                      lambda name: None, lambda name: out, lambda name: None)
@@ -599,6 +602,7 @@ def test_message_read_only_anchor_is_refused_before_the_run():
     session = popart.InferenceSession(builder.getModelProto(), popart.DataFlow(
         1, {z: popart.AnchorReturnType("ALL"), y: popart.AnchorReturnType("ALL")}), CPU)
     session.prepareDevice()
+    session.weightsFromHost()
     written, frozen = np.zeros(2, np.float32), np.zeros(2, np.float32)
     frozen.flags.writeable = False
     with pytest.raises(popart.popart_exception,

@@ -37,6 +37,7 @@ def _run(builder, outputs, feeds):
                                       popart.DeviceManager().createCpuDevice())
     anchors = session.initAnchorArrays()
     session.prepareDevice()
+    session.weightsFromHost()
     session.run(popart.PyStepIO(feeds, anchors))
     return anchors
 

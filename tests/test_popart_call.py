@@ -32,6 +32,7 @@ def test_call_runs_the_subgraph_on_its_arguments(from_parent):
     session = popart.InferenceSession(builder.getModelProto(), popart.DataFlow(1, [second]),
                                       popart.DeviceManager().createCpuDevice())
     session.prepareDevice()
+    session.weightsFromHost()
     anchors = session.initAnchorArrays()
     xs, ys = np.array([1.0, 2.0], np.float32), np.array([10.0, 20.0], np.float32)
     session.run(popart.PyStepIO({x: xs, y: ys}, anchors))

@@ -22,6 +22,7 @@ def session(instrument: bool = True, instrumentations=None, depth: int = 3):
     s = popart.InferenceSession(builder.getModelProto(), popart.DataFlow(1, [out]),
                                 popart.DeviceManager().createCpuDevice(), userOptions=options)
     s.prepareDevice()
+    s.weightsFromHost()
     return s, x
 
 

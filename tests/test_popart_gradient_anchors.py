@@ -126,6 +126,7 @@ def test_gradient_of_a_constant_node():
     session = popart.TrainingSession(builder.getModelProto(), flow, loss, popart.ConstSGD(0.1),
                                      deviceInfo=popart.DeviceManager().createCpuDevice())
     session.prepareDevice()
+    session.weightsFromHost()
     anchors = session.initAnchorArrays()
     data = np.array([3.0, 5.0, 7.0], np.float32)
     session.run(popart.PyStepIO({x: data}, anchors))
@@ -164,3 +165,21 @@ def test_accumulator_anchors_need_an_accumulator(anchor, accumulation, why):
     with pytest.raises(popart.popart_exception,
                        match=rf"^Anchor tensor `{anchor}' not in Ir Tensors\. {why}"):
         accumulating_session(anchor, accumulation)
+
+
+def test_a_cast_to_an_integer_stops_gradients():
+    """An input only reaching the loss through an integer cast has no gradient (PopART's
+    anchor check comes first, then the loss's type)."""
+    builder = popart.Builder()
+    x = builder.addInputTensor(popart.TensorInfo("FLOAT", [3]), "x")
+    as_int = builder.aiOnnx.cast([x], "INT32")
+    loss = builder.aiGraphcore.identityloss([as_int])
+    flow = popart.DataFlow(1, {"Gradient___x": popart.AnchorReturnType("All")})
+    with pytest.raises(popart.popart_exception, match=r"^Anchor tensor `Gradient___x' not in "
+                                                      r"Ir Tensors\. .*does not lead to the loss"):
+        popart.TrainingSession(builder.getModelProto(), flow, loss, popart.ConstSGD(0.1),
+                               deviceInfo=popart.DeviceManager().createCpuDevice())
+    with pytest.raises(popart.popart_exception, match="must be floating-point, got int32"):
+        popart.TrainingSession(builder.getModelProto(), popart.DataFlow(1, [as_int]), loss,
+                               popart.ConstSGD(0.1),
+                               deviceInfo=popart.DeviceManager().createCpuDevice())

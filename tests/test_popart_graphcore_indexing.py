@@ -233,6 +233,7 @@ def test_scatterreduce_trains_through_a_weight():
                                      optimizer=popart.ConstSGD(0.1),
                                      deviceInfo=popart.DeviceManager().createCpuDevice())
     session.prepareDevice()
+    session.weightsFromHost()
     anchors = session.initAnchorArrays()
     session.run(popart.PyStepIO({}, anchors))
     # out = [2, 1, 1] per column, d loss / d out = 2 * out, gathered back to the rows

@@ -78,3 +78,13 @@ def test_virtual_graphs_give_every_op_an_ipu():
                                       userOptions=options)
     ir = json.loads(session._serializeIr(popart.IrSerializationFormat.JSON))
     assert [op["attributes"]["__ipu_number"] for op in ir["maingraph"]] == ["0", "1"]
+
+
+def test_random_like_ops_are_listed_as_popart_rewrites_them():
+    builder = popart.Builder()
+    x = builder.addInputTensor(popart.TensorInfo("FLOAT", [2]), "x")
+    r = builder.aiOnnx.randomuniformlike([x])
+    session = popart.InferenceSession(builder.getModelProto(), popart.DataFlow(1, [r]),
+                                      popart.DeviceManager().createCpuDevice())
+    ir = json.loads(session._serializeIr(popart.IrSerializationFormat.JSON))
+    assert [op["type"] for op in ir["maingraph"]] == ["RandomUniform"]

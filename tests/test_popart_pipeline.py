@@ -178,6 +178,7 @@ def test_auto_virtual_graphs_need_no_annotations():
     builder, ids = chain([None] * 4)
     session = inference(builder, [ids[2]], options(mode=popart.VirtualGraphMode.Auto), 1)
     session.prepareDevice()
+    session.weightsFromHost()
     arrays = session.initAnchorArrays()
     session.run(popart.PyStepIO({"x": X}, arrays))
     np.testing.assert_allclose(arrays[ids[2]], np.exp(np.sin(X)) * 0.5, rtol=1e-6)

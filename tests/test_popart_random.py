@@ -137,6 +137,7 @@ def test_dropout_is_the_identity_in_an_inference_session():
     model.opset_import[0].version = 6
     session = _inference_of(model)
     session.prepareDevice()
+    session.weightsFromHost()
     np.testing.assert_array_equal(_run(session, {"x": x})["r"], x)
 
 
@@ -216,6 +217,7 @@ def test_a_generator_in_a_loop_body_draws_at_each_iteration():
         popart.DataFlow(1, {"stacked": popart.AnchorReturnType("All")}),
         popart.DeviceManager().createCpuDevice())
     session.prepareDevice()
+    session.weightsFromHost()
     session.setRandomSeed(0)
     stacked = _run(session, {})["stacked"]
     assert len({row.tobytes() for row in stacked}) == 4

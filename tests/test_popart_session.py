@@ -43,6 +43,7 @@ def test_the_seed_addition_example():
     data_flow = popart.DataFlow(1, {"o": popart.AnchorReturnType("ALL")})
     session = popart.InferenceSession(fnModel=proto, dataFlow=data_flow, deviceInfo=cpu())
     session.prepareDevice()
+    session.weightsFromHost()
     anchors = session.initAnchorArrays()
     data_a = np.random.rand(1).astype(np.float32)
     data_b = np.random.rand(1).astype(np.float32)
@@ -71,6 +72,7 @@ def test_final_and_sum_anchors():
                                "m": popart.AnchorReturnType("SUM")})
     session = popart.InferenceSession(linear_model(), flow, cpu())
     session.prepareDevice()
+    session.weightsFromHost()
     anchors = session.initAnchorArrays()
     assert anchors["y"].shape == (2, 4) and anchors["m"].shape == (2, 4)
     x = RNG.randn(3, 2, 3).astype(np.float32)
@@ -83,6 +85,7 @@ def test_step_io_callback_feeds_micro_batches_and_receives_anchors():
     flow = popart.DataFlow(2, {"y": popart.AnchorReturnType("ALL")})
     session = popart.InferenceSession(linear_model(), flow, cpu())
     session.prepareDevice()
+    session.weightsFromHost()
     x = RNG.randn(2, 2, 3).astype(np.float32)
     fed, received, events = iter(x), [], []
 
@@ -186,6 +189,7 @@ def test_mean_reduction_divides_accumulated_gradients():
                                      optimizer=popart.ConstSGD(0.1), deviceInfo=cpu(),
                                      userOptions=options)
     session.prepareDevice()
+    session.weightsFromHost()
     anchors = session.initAnchorArrays()
     x = RNG.randn(1, 3, 1, 2, 3).astype(np.float32)
     session.run(popart.PyStepIO({"x": x.reshape(3, 2, 3)}, anchors))
@@ -202,6 +206,7 @@ def _train_once(optimizer, steps=3):
     session = popart.TrainingSession(linear_model(), flow, losses=[popart.L1Loss("y", "loss", 0.1)],
                                      optimizer=optimizer, deviceInfo=cpu())
     session.prepareDevice()
+    session.weightsFromHost()
     anchors = session.initAnchorArrays()
     x = np.random.RandomState(5).randn(steps, 2, 3).astype(np.float32)
     session.run(popart.PyStepIO({"x": x}, anchors))
@@ -337,6 +342,7 @@ def test_errors_name_the_rule_and_the_fix():
         session.run(popart.PyStepIO({"x": np.zeros((2, 2, 3), np.float32)},
                                     session.initAnchorArrays()))
     session.prepareDevice()
+    session.weightsFromHost()
     anchors = session.initAnchorArrays()
     with pytest.raises(popart.popart_exception,
                        match="Unexpected number of input elements for Tensor x. Expected 12"):
@@ -357,7 +363,8 @@ def test_errors_name_the_rule_and_the_fix():
         popart.AnchorReturnType("EVERY")
     with pytest.raises(popart.popart_exception, match="needs an optimizer"):
         popart.TrainingSession(linear_model(), flow, loss="y", deviceInfo=cpu())
-    with pytest.raises(popart.popart_exception, match="floating-point scalar"):
+    with pytest.raises(popart.popart_exception, match="^Loss tensor, 'y', must be a scalar "
+                                                      "tensor$"):
         popart.TrainingSession(linear_model(), flow, loss="y", optimizer=popart.ConstSGD(0.1),
                                deviceInfo=cpu())
     with pytest.raises(popart.popart_exception, match="createIpuModelDevice"):
@@ -380,6 +387,7 @@ def test_seed_environment_variables_write_the_ir_and_the_tile_map(tmp_path, monk
     device = popart.DeviceManager().createIpuModelDevice({"tilesPerIPU": 16})
     session = popart.InferenceSession(linear_model(), flow, device)
     session.prepareDevice()
+    session.weightsFromHost()
     assert "onnx.MatMul-13" in (tmp_path / "ir.txt").read_text()
     tile_map = json.loads((tmp_path / "ttm.js").read_text())
     assert tile_map["w"] and all(len(interval) == 3 for interval in tile_map["w"])
@@ -387,6 +395,7 @@ def test_seed_environment_variables_write_the_ir_and_the_tile_map(tmp_path, monk
     assert session.getExecutionReport() == '{"profilerMode":"NONE"}'
     cpu_session = popart.InferenceSession(linear_model(), flow, cpu())
     cpu_session.prepareDevice()
+    cpu_session.weightsFromHost()
     assert cpu_session.getSummaryReport() == "Execution profiling not enabled"
 
 
@@ -403,6 +412,7 @@ def test_input_shape_info_fixes_symbolic_dimensions():
     shapes.add("x", popart.TensorInfo("FLOAT", [5, 3]))
     session = popart.InferenceSession(proto, flow, cpu(), inputShapeInfo=shapes)
     session.prepareDevice()
+    session.weightsFromHost()
     anchors = session.initAnchorArrays()
     data = RNG.randn(5, 3).astype(np.float32)
     session.run(popart.PyStepIO({"x": data}, anchors))
@@ -417,6 +427,7 @@ def test_compile_and_export_writes_a_package_the_runtime_serves(tmp_path):
     x = RNG.randn(2, 2, 3).astype(np.float32)
     anchors = session.initAnchorArrays()
     session.prepareDevice()
+    session.weightsFromHost()
     session.run(popart.PyStepIO({"x": x}, anchors))
     path = tmp_path / "linear.ipuxl"
     session.compileAndExport(str(path))

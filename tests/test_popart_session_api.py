@@ -75,6 +75,7 @@ def test_the_engine_is_compiled_then_loaded_and_reloaded_after_another_session(c
         np.testing.assert_array_equal(_run(first, {a: data, b: data})[out], 2 * data)
         assert lines() == ["Engine loaded"]
         second.prepareDevice()
+        second.weightsFromHost()
         assert lines() == ["Graph compiled", "Engine loaded"]
         _run(second, {a: data, b: data})
         assert lines() == []
@@ -91,15 +92,18 @@ def test_engine_options_outside_poplars_groups_are_refused_at_prepare():
                              r"option names are <group>\.<name> .* Unrecognised option "
                              r"'option'$"):
         session.prepareDevice()
+        session.weightsFromHost()
     options.engineOptions = {"debug.instrument": "true", "autoReport.directory": "/tmp"}
     session, *_ = _inference(options=options)
     session.prepareDevice()
+    session.weightsFromHost()
 
 
 # ------------------------------------------------------------------ the step's inputs
 def test_stepio_inputs_follow_popart_correctness_rules():
     session, a, b, out = _inference()
     session.prepareDevice()
+    session.weightsFromHost()
     anchors = session.initAnchorArrays()
     data = np.ones([2, 3], np.float32)
     with pytest.raises(popart.popart_exception,
@@ -131,6 +135,7 @@ def test_random_seed_needs_random_behaviour_and_a_prepared_device(caplog):
                              r"Devicex::setRandomSeedFromHost\(uint64_t\) is called\.$"):
         session.setRandomSeed(0)
     session.prepareDevice()
+    session.weightsFromHost()
     session.setRandomSeed(7)
     assert session.getRandomSeed() == 7
     plain, *_ = _training()
@@ -161,6 +166,7 @@ def test_rng_state_is_the_devices_shared_and_moves_on_with_each_run():
                              r"Devicex::getRngStateToHost is called\.$"):
         session.getRNGState()
     session.prepareDevice()
+    session.weightsFromHost()
     start = session.getRNGState()
     assert len(start) == 2 * 1 * 6 * 4  # generators x tiles x workers x words
     _run(session, {x: np.ones([2, 2], np.float32)})
@@ -168,6 +174,7 @@ def test_rng_state_is_the_devices_shared_and_moves_on_with_each_run():
     assert after != start
     other, *_ = _inference(device, options)
     other.prepareDevice()
+    other.weightsFromHost()
     assert other.getRNGState() == after  # one device, one state
     session.setRNGState(list(range(48)))
     assert other.getRNGState() == list(range(48))
@@ -180,6 +187,7 @@ def test_rng_state_is_the_devices_shared_and_moves_on_with_each_run():
     synthetic.syntheticDataMode = popart.SyntheticDataMode.RandomNormal
     quiet, *_ = _training(synthetic, device=device)
     quiet.prepareDevice()
+    quiet.weightsFromHost()
     assert quiet.getRNGState() == []
     quiet.setRNGState(start)
     assert quiet.getRNGState() == [] and session.getRNGState() == list(range(48))
@@ -194,6 +202,7 @@ def test_rng_state_size_is_per_tile_worker_and_replica():
 def test_reset_host_weights_from_a_training_models_saved_state(tmp_path):
     trained, x, w, out = _training(momentum=True)
     trained.prepareDevice()
+    trained.weightsFromHost()
     _run(trained, {x: np.ones([2, 2], np.float32)})
     path = str(tmp_path / "trained.onnx")
     trained.modelToHost(path)
@@ -215,6 +224,7 @@ def test_reset_host_weights_from_a_training_models_saved_state(tmp_path):
         fnModel=builder.getModelProto(), dataFlow=popart.DataFlow(1, [result]),
         deviceInfo=popart.DeviceManager().createCpuDevice(), userOptions=options)
     inference.prepareDevice()
+    inference.weightsFromHost()
     with pytest.raises(popart.popart_exception,
                        match=rf"^resetWeights, no tensor '{popart.reservedAcclPrefix()}w' in "
                              r"tensors$"):
@@ -229,6 +239,7 @@ def test_reset_host_weights_from_a_training_models_saved_state(tmp_path):
 
     again, x2, w2, _ = _training(momentum=True)
     again.prepareDevice()
+    again.weightsFromHost()
     again.resetHostWeights(path)  # weights and the momentum both
     again.weightsFromHost()
     momentum = np.zeros([2, 2], np.float32)
@@ -303,6 +314,7 @@ def test_on_demand_stand_in_device_is_attached_by_the_session(stand_in):
 def test_weights_from_host_also_restores_the_optimizer_state():
     session, x, w, out = _training(momentum=True)
     session.prepareDevice()
+    session.weightsFromHost()
     data = np.arange(4, dtype=np.float32).reshape(2, 2)
     first = _run(session, {x: data})[out].copy()
     second = _run(session, {x: data})[out].copy()
@@ -336,3 +348,21 @@ def test_a_cpu_device_runs_a_replicated_training_session():
     session.weightsToHost()
     session.readWeights(popart.PyWeightsIO(weights))
     np.testing.assert_allclose(weights[w], [1.0, 2.0] - 0.5 * data.sum(axis=0))
+
+
+def test_training_runs_need_weights_from_host_first():
+    builder = popart.Builder()
+    x = builder.addInputTensor(popart.TensorInfo("FLOAT", [2]), "x")
+    w = builder.addInitializedInputTensor(np.array([1.0, 2.0], np.float32), "w")
+    loss = builder.aiGraphcore.identityloss([builder.aiOnnx.mul([x, w])])
+    session = popart.TrainingSession(builder.getModelProto(), popart.DataFlow(1, [loss]),
+                                     loss, popart.ConstSGD(0.1),
+                                     deviceInfo=popart.DeviceManager().createCpuDevice())
+    session.prepareDevice()
+    stepio = popart.PyStepIO({x: np.ones(2, np.float32)}, session.initAnchorArrays())
+    with pytest.raises(popart.popart_runtime_error, match="^Must call weightsFromHost before "
+                       "run as the model has initializers and the session has been created "
+                       "in training mode$"):
+        session.run(stepio)
+    session.weightsFromHost()
+    session.run(stepio)

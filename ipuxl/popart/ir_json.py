@@ -12,7 +12,9 @@ the same ops flattened, so ``"maingraph"`` lists, in order, one op per imported 
 ONNX type: ``MatMul``, ``IdentityLoss``...) and one per gradient op (``<type>Grad``).
 Attributes are the node's own plus PopART's common ones: ``recompute`` (``"YES"`` for an
 op annotated ``RecomputeType.Recompute``), ``__ipu_number``, ``__pipeline_stage``,
-``scope`` and ``schedulePriority``. The host transfers, optimizer updates and loops ipuxl
+``scope`` and ``schedulePriority``. ``RandomNormalLike``/``RandomUniformLike`` are listed
+as ``RandomNormal``/``RandomUniform``, which PopART's patterns always make of them. The
+host transfers, optimizer updates and loops ipuxl
 adds around them are not PopART ops and are not listed.
 """
 
@@ -32,6 +34,8 @@ _DATA_TYPES = {"float32": "FLOAT", "float16": "FLOAT16", "float64": "DOUBLE",
                "int32": "INT32", "int64": "INT64", "int16": "INT16", "int8": "INT8",
                "uint32": "UINT32", "uint64": "UINT64", "uint16": "UINT16", "uint8": "UINT8",
                "bool": "BOOL", "bfloat16": "BFLOAT16"}
+# Ops PopART's patterns always rewrite, by the type they become.
+_REWRITTEN = {"RandomNormalLike": "RandomNormal", "RandomUniformLike": "RandomUniform"}
 # Annotation attributes PopART reports as its own common attributes.
 _ANNOTATIONS = {"__ipu_number", "__pipeline_stage", "__execution_phase"}
 _RECOMPUTE = "__recompute_output_in_backward_pass"
@@ -66,7 +70,8 @@ def _op_json(op: Any, match: re.Match, nodes: dict[str, Any], placed: bool
     if forward is not None and forward.outputs:
         node = nodes.get(forward.outputs[0].name)
     return {
-        "type": match.group("type") + ("Grad" if grad else ""),
+        "type": _REWRITTEN.get(match.group("type"), match.group("type")) + (
+            "Grad" if grad else ""),
         "name": _name(node, grad),
         "inputs": [{"name": t.name, "shape": _shape(t.shape), "type": _data_type(t.dtype),
                     "index": str(i)} for i, t in enumerate(op.inputs)],

@@ -249,6 +249,7 @@ def _build_training(program: Program, dataflow: Any, arrays: dict[str, np.ndarra
     data_inputs: dict[str, Any] = {}
     constant_inputs: dict[str, Any] = {}
     named: dict[str, Any] = {}  # every tensor of the forward graph, by ONNX name
+    extra: list[str] = []  # the non-weights whose gradients are anchored
     loss_id = loss if loss is not None else "__ipuxl_loss__"
 
     def forward() -> None:
@@ -279,11 +280,14 @@ def _build_training(program: Program, dataflow: Any, arrays: dict[str, np.ndarra
             env.update((a, env[a[len(restored):]]) for a in forward_anchors
                        if a.startswith(restored) and a[len(restored):] in env)
         value = importer.tensor(loss_id, _lookup(env, loss_id))
-        if value.nelms != 1 or not value.dtype.is_floating_point:
+        if value.nelms != 1:  # PopART's whole message (its tests compare the ending)
+            raise popart_exception(f"Loss tensor, '{loss_id}', must be a scalar tensor")
+        extra.extend(_anchored_gradients(gradient_anchors, named, value, program.weights))
+        if not value.dtype.is_floating_point:
             raise popart_exception(
-                f"The loss {loss_id!r} must be a floating-point scalar, got "
-                f"{value.dtype.short_name}{list(value.shape)}: reduce it (e.g. "
-                "aiGraphcore.identityloss(..., reduction=popart.ReductionType.Mean)).")
+                f"The loss {loss_id!r} must be floating-point, got {value.dtype.name}: "
+                "integer tensors have no gradients. Cast it, or the tensors it is made "
+                "from, to float.")
         ipuxl.graph_output(value)
         for anchor in forward_anchors:
             ipuxl.graph_output(importer.tensor(anchor, _lookup(env, anchor)))
@@ -293,7 +297,6 @@ def _build_training(program: Program, dataflow: Any, arrays: dict[str, np.ndarra
     weights_in_fwd = list(weight_inputs.values())
     # Gradients anchored beyond the weights' (inputs, activations): PopART gives one to
     # every floating-point tensor the loss depends on.
-    extra = _anchored_gradients(gradient_anchors, named, fwd.outputs[0], program.weights)
     grad_info = autodiff(fwd, grads_provided=fwd.outputs[:1],
                          grads_required=weights_in_fwd + [named[n] for n in extra])
     extra_index = {name: len(weights_in_fwd) + i for i, name in enumerate(extra)}
@@ -511,11 +514,13 @@ def _anchored_gradients(anchors: Sequence[str], named: Mapping[str, Any], loss: 
 
 
 def _loss_depends_on(loss: Any) -> set[Any]:
-    """Every tensor of ``loss``'s graph that ``loss`` is computed from (``loss`` too)."""
-    needed = {loss}
+    """The tensors of ``loss``'s graph a gradient flows to from ``loss``: it and the
+    floating-point tensors it is computed from through floating-point tensors (a cast to
+    an integer stops gradients, as in PopART)."""
+    needed = {loss} if loss.dtype.is_floating_point else set()
     for op in reversed(loss.graph.ops):
         if any(t in needed for t in op.outputs):
-            needed.update(op.inputs)
+            needed.update(t for t in op.inputs if t.dtype.is_floating_point)
     return needed
 
 

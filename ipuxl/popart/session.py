@@ -39,7 +39,7 @@ from ipuxl.host_values import cast
 from ipuxl.popart.arguments import output_array
 from ipuxl.popart.dataflow import AnchorReturnTypeId, DataFlow
 from ipuxl.popart.device_info import DeviceConnectionType, DeviceInfo
-from ipuxl.popart.errors import popart_exception
+from ipuxl.popart.errors import popart_exception, popart_runtime_error
 from ipuxl.popart.program import Program, build_program
 from ipuxl.popart.session_checks import check_engine_options, check_step_inputs
 from ipuxl.popart.session_cycles import SessionCycles
@@ -82,6 +82,7 @@ class _Session(SessionRandomness, SessionCycles):
         self._host_state = {name: np.array(v._data) for name, v in
                             self._program.state.items()}
         self._session: Any = None
+        self._weights_written = False  # PopART's weightsFromHostCalled
         self._lock = threading.RLock()
         self._seed: int | None = None
         self._training = optimizer is not None
@@ -199,6 +200,10 @@ class _Session(SessionRandomness, SessionCycles):
         """One step: ``batchesPerStep`` batches, inputs from and anchors into ``stepio``."""
         with self._lock:
             session = self._require_device("run")
+            if self._training and self._program.weights and not self._weights_written:
+                raise popart_runtime_error(
+                    "Must call weightsFromHost before run as the model has initializers and "
+                    "the session has been created in training mode")
             if isinstance(stepio, PyStepIOCallback):
                 feed = {self._program.inputs[n]: self._gather_callback(stepio, n)
                         for n in self._program.inputs}
@@ -334,6 +339,7 @@ class _Session(SessionRandomness, SessionCycles):
             values = {self._program.weights[n]: a for n, a in self._host_weights.items()}
             values.update({self._program.state[n]: a for n, a in self._host_state.items()})
             session.write_variables_data(values)
+            self._weights_written = True
 
     def weightsToHost(self) -> None:  # noqa: N802
         """Copy the device's weights and optimizer state into the host's copy."""

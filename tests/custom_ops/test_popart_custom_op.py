@@ -25,6 +25,7 @@ def run(builder, output, feeds):
     session = popart.InferenceSession(fnModel=builder.getModelProto(), dataFlow=flow,
                                       deviceInfo=popart.DeviceManager().createCpuDevice())
     session.prepareDevice()
+    session.weightsFromHost()
     anchors = session.initAnchorArrays()
     session.run(popart.PyStepIO(feeds, anchors))
     return anchors[output]

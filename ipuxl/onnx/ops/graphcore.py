@@ -43,8 +43,9 @@ def reduce_loss(per_sample: Any, reduction: str, count: Any = None) -> Any:
         return jnp.sum(per_sample)
     if reduction == "Mean":
         total = jnp.sum(per_sample)
-        if count is None:
-            return total / per_sample.size if per_sample.size else total
+        if count is None:  # the input's type, integers included (as PopART's)
+            return (total / per_sample.size).astype(per_sample.dtype) if per_sample.size \
+                else total
         return total / jnp.maximum(count, 1).astype(per_sample.dtype)
     return per_sample
 
