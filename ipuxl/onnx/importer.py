@@ -38,6 +38,7 @@ import numpy as np
 
 from ipuxl.context import get_current_context
 from ipuxl.onnx.errors import NeedsValueError, OnnxImportError, UnsupportedModelError
+from ipuxl.onnx.ops.popart_checks import PopartOpError, needed_value_message, session_check
 from ipuxl.onnx.registry import Rule, call_rule, canonical_domain, dtype_of, find_rule
 from ipuxl.onnx.structure import check_structure
 from ipuxl.onnx.tensors import dense_array, tensor_array
@@ -312,6 +313,11 @@ class Importer:
             ``seed`` attribute, as plain ONNX import does).
         training: in a PopART session, whether it trains (its Dropout is the identity
             otherwise); None (plain ONNX import) keeps ONNX's own rules.
+        popart: the import is a PopART session's: the limits of PopART's ops apply
+            (:func:`~ipuxl.onnx.ops.popart_checks.session_check`, such as ``Clip``'s
+            constant bounds) and a value needed at import is asked for in PopART's words
+            (:func:`~ipuxl.onnx.ops.popart_checks.needed_value_message`). False (plain
+            ONNX import) refuses nothing ONNX allows.
     """
 
     opsets: dict[str, int]
@@ -324,6 +330,7 @@ class Importer:
     source: str | None = None
     random: RandomDraws | None = None
     training: bool | None = None
+    popart: bool = False
     _constants: dict[tuple[int, str, int], tuple[Any, Tensor]] = field(default_factory=dict)
 
     def run(self, graph: Any, env: dict[str, Value]) -> dict[str, Value]:
@@ -412,10 +419,19 @@ class Importer:
         name = node.input[index]
         if name in self.known:
             return self.known[name]
-        raise NeedsValueError(
-            f"Node {_label(node)} ({node.op_type}) needs the value of its input {index} "
-            f"({name!r}) when the model is imported (it decides a shape), but that value is "
-            "only known when the model runs. Make it an initializer or a Constant.", name)
+        message = (f"Node {_label(node)} ({node.op_type}) needs the value of its input "
+                   f"{index} ({name!r}) when the model is imported (it decides a shape), but "
+                   "that value is only known when the model runs. Make it an initializer or "
+                   "a Constant.")
+        if self.popart:
+            message = needed_value_message(node, self._version(node), index, message)
+        raise NeedsValueError(message, name)
+
+    def _version(self, node: Any) -> int:
+        """The version of ``node``'s operator that the model's opset gives."""
+        domain = canonical_domain(node.domain)
+        rule = find_rule(domain, node.op_type, self.opsets.get(domain, 1))
+        return rule.since if rule is not None else self.opsets.get(domain, 1)
 
     # -------------------------------------------------------------------- one node
     def _apply(self, rule: Rule, node: Any, inputs: list[Value | None],
@@ -425,8 +441,15 @@ class Importer:
         if rule.check is not None:
             try:
                 rule.check(list(node.input), inputs, attrs)
+            except PopartOpError as error:  # PopART's message, naming the op as PopART does
+                raise OnnxImportError(error.for_node(node, rule.since)) from None
             except (IndexError, ValueError) as error:
                 raise OnnxImportError(f"Node {_label(node)} ({node.op_type}): {error}") from None
+        if self.popart:
+            session_check(node, rule.since, [
+                np.asarray(self.known[name]) if isinstance(value, Tensor) and name in self.known
+                else value
+                for name, value in zip(node.input, inputs)])
         if rule.takes_training and self.training is not None:
             attrs = {**attrs, "training": self.training}
         slots, statics, dynamic = [], [], []

@@ -102,6 +102,7 @@ _LAZY = {
     "PatternsLevel": "ipuxl.popart.patterns",
     "getSupportedOperations": "ipuxl.popart.operators",
     "getSupportedOperationsDefinition": "ipuxl.popart.operators",
+    "getUnsupportedOperations": "ipuxl.popart.operators",
     "defaultAiOnnxOpset": "ipuxl.popart.operators",
     "defaultAiOnnxMlOpset": "ipuxl.popart.operators",
     "defaultAiGraphcoreOpset": "ipuxl.popart.operators",

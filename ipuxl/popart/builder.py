@@ -38,6 +38,7 @@ from ipuxl.popart.builder_annotations import AnnotationsMixin, RecomputeType
 from ipuxl.popart.builder_graphcore import AiGraphcoreOpset1, InitType, tensor_ids
 from ipuxl.popart.builder_onnx import LATEST_OPSET, AiOnnx, onnx_opset_class
 from ipuxl.popart.errors import popart_exception
+from ipuxl.popart.initializers import typed_initializer
 from ipuxl.popart.tensor_info import (
     TensorInfo,
     data_type_of,
@@ -244,7 +245,6 @@ class Builder(AnnotationsMixin):
         """Add a weight with value ``initVal`` (an initializer, also listed as an input,
         as PopART writes it). ``addInitializedInputTensor(array, variableSettings,
         debugContext)`` records how replicas share it. Returns its id."""
-        from onnx import numpy_helper
 
         settings = None
         for arg in args:
@@ -258,7 +258,7 @@ class Builder(AnnotationsMixin):
         array = np.asarray(initVal)
         check_numbers(array, f"addInitializedInputTensor({str(debugContext) or 'init_input'!r})")
         name = self._ids.fresh(self._scoped(str(debugContext) or "init_input"))
-        tensor = numpy_helper.from_array(array, name)
+        tensor = typed_initializer(array, name)  # as PopART stores it (float_data...)
         self._model.graph.initializer.append(tensor)
         self._model.graph.input.append(_value_info(name, tensor.data_type, array.shape))
         if settings is not None:

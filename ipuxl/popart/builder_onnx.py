@@ -199,7 +199,7 @@ def _attribute_value(where: str, attribute: AttributeSpec, value: Any) -> Any:
             return int(data_type_of(value).value)
         return _integer(name, value, where)
     if kind == AttributeProto.FLOAT:
-        return number_argument(value, f"{where}: attribute {name!r}", finite=False)
+        return _float(value, f"{where}: attribute {name!r}")
     if kind == AttributeProto.STRING:
         return _string(name, value, where)
     if kind == AttributeProto.INTS:
@@ -207,8 +207,7 @@ def _attribute_value(where: str, attribute: AttributeSpec, value: Any) -> Any:
         return [_integer(f"{name}[{i}]", v, where) for i, v in enumerate(value)]
     if kind == AttributeProto.FLOATS:
         _require_sequence(name, value, where)
-        return [number_argument(v, f"{where}: attribute {name}[{i}]", finite=False)
-                for i, v in enumerate(value)]
+        return [_float(v, f"{where}: attribute {name}[{i}]") for i, v in enumerate(value)]
     if kind == AttributeProto.STRINGS:
         _require_sequence(name, value, where)
         return [_string(f"{name}[{i}]", v, where) for i, v in enumerate(value)]
@@ -217,6 +216,15 @@ def _attribute_value(where: str, attribute: AttributeSpec, value: Any) -> Any:
         check_numbers(array, f"{where}: attribute {name!r}")
         return array
     return value  # graphs (Builders or GraphProtos), tensors lists
+
+
+def _float(value: Any, what: str) -> float:
+    """A float attribute's value: a Python or NumPy number, or a 0-d NumPy array of one
+    (``mean=np.array(1.0, np.float16)``), as PopART's bindings take anything Python can
+    turn into a float."""
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value[()]
+    return number_argument(value, what, finite=False)
 
 
 def _integer(name: str, value: Any, where: str) -> int:

@@ -1,11 +1,12 @@
-"""What the ONNX importer supports, in PopART's terms: ``getSupportedOperations`` and the
-default opsets of ``popart.Builder``."""
+"""What the ONNX importer supports, in PopART's terms: ``getSupportedOperations``,
+``getUnsupportedOperations`` and the default opsets of ``popart.Builder``."""
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["getSupportedOperations", "getSupportedOperationsDefinition",
+__all__ = ["getSupportedOperations", "getUnsupportedOperations",
+           "getSupportedOperationsDefinition",
            "defaultAiOnnxOpset", "defaultAiOnnxMlOpset", "defaultAiGraphcoreOpset",
            "OperatorIdentifier"]
 
@@ -50,3 +51,30 @@ def getSupportedOperationsDefinition(includeInternal: bool = False  # noqa: N802
     return {OperatorIdentifier(domain, op_type, rule.since): sorted(rule.attributes)
             for (domain, op_type), versions in sorted(rules().items())
             for rule in versions}
+
+
+def getUnsupportedOperations(opsetVersion: int) -> list[OperatorIdentifier]:  # noqa: N802, N803
+    """The ``ai.onnx`` operators of opset ``opsetVersion`` that the importer cannot
+    import: each at the version that opset gives it (``Slice`` at 10 for opset 10), as
+    PopART lists them. An operator whose newest version at that opset is deprecated in
+    ONNX (``Upsample`` from opset 10) is not part of the opset.
+
+    Raises:
+        ValueError: ``opsetVersion`` is not a positive opset number.
+    """
+    import onnx.defs
+
+    from ipuxl.onnx.registry import ONNX_DOMAIN, find_rule
+
+    if int(opsetVersion) < 1:
+        raise ValueError(f"getUnsupportedOperations: opsetVersion must be 1 or more (got "
+                         f"{opsetVersion}); pass an ai.onnx opset such as 10.")
+    newest: dict[str, Any] = {}
+    for schema in onnx.defs.get_all_schemas_with_history():
+        if schema.domain in ("", ONNX_DOMAIN) and schema.since_version <= opsetVersion:
+            known = newest.get(schema.name)
+            if known is None or known.since_version < schema.since_version:
+                newest[schema.name] = schema
+    return [OperatorIdentifier(ONNX_DOMAIN, name, schema.since_version)
+            for name, schema in sorted(newest.items())
+            if not schema.deprecated and find_rule(ONNX_DOMAIN, name, opsetVersion) is None]

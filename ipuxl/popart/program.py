@@ -203,7 +203,8 @@ def _build_inference(program: Program, dataflow: Any, arrays: dict[str, np.ndarr
 
     def body() -> None:
         env: dict[str, Any] = {n: a for n, a in arrays.items() if n not in program.weights}
-        importer = Importer(opsets_of(model), source=program.source, training=False)
+        importer = Importer(opsets_of(model), source=program.source, training=False,
+                            popart=True)
         if program.random_seed is not None:
             seed = seeds.seed_input(program.random_seed, bindings)
             importer.random = RandomDraws(seeds.step_seed(seed))
@@ -254,7 +255,8 @@ def _build_training(program: Program, dataflow: Any, arrays: dict[str, np.ndarra
 
     def forward() -> None:
         env: dict[str, Any] = {n: a for n, a in arrays.items() if n not in program.weights}
-        importer = Importer(opsets_of(model), source=program.source, training=True)
+        importer = Importer(opsets_of(model), source=program.source, training=True,
+                            popart=True)
         if program.random_seed is not None:  # fed the micro-batch's seed (step_seed)
             data_inputs[seeds.SEED_NAME] = seeds.seed_input(program.random_seed)
             importer.random = RandomDraws(data_inputs[seeds.SEED_NAME])

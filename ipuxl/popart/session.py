@@ -402,7 +402,8 @@ class _Session(SessionRandomness, SessionCycles):
         session's optimizer state (``Accl___<weight>``...) is saved as more initializers,
         as PopART does."""
         import onnx
-        from onnx import numpy_helper
+
+        from ipuxl.popart.initializers import initializer_like, typed_initializer
 
         with self._lock:
             if self._session is not None:
@@ -410,12 +411,12 @@ class _Session(SessionRandomness, SessionCycles):
             state = self._host_state
             model = onnx.ModelProto()
             model.CopyFrom(self._program.model)
-            for initializer in model.graph.initializer:
+            for initializer in model.graph.initializer:  # each stored as it was
                 if initializer.name in self._host_weights:
-                    initializer.CopyFrom(numpy_helper.from_array(
-                        self._host_weights[initializer.name], initializer.name))
+                    initializer.CopyFrom(initializer_like(
+                        initializer, self._host_weights[initializer.name]))
             known = {initializer.name for initializer in model.graph.initializer}
-            model.graph.initializer.extend(numpy_helper.from_array(value, name)
+            model.graph.initializer.extend(typed_initializer(value, name)
                                            for name, value in state.items()
                                            if name not in known)
             onnx.save(model, fn)

@@ -16,6 +16,11 @@ Two kinds of error:
   (``Op(ai.onnx.MatMul:9, inputs=[a, b], outputs=[c])``); the importer words it for the
   node (:meth:`PopartOpError.for_node`). Without the node it names the operator by its
   type and inputs.
+
+A PopART session also refuses some valid ONNX that its ops cannot build
+(:func:`session_check`: ``Clip`` with bounds known only when the model runs), and asks
+for a value its IR needs at build time in its own words (:func:`needed_value_message`).
+The importer applies both only in PopART sessions (``Importer.popart``).
 """
 
 from __future__ import annotations
@@ -27,11 +32,16 @@ import numpy as np
 
 from ipuxl.onnx.errors import OnnxImportError
 
-__all__ = ["PopartOpError", "popart_op_label", "refuse", "axis_check", "axes_check",
-           "broadcast_check", "matmul_check", "reshape_check", "tile_check",
-           "expand_check"]
+__all__ = ["PopartOpError", "popart_opid", "popart_op_label", "refuse", "axis_check",
+           "axes_check", "broadcast_check", "matmul_check", "reshape_check", "tile_check",
+           "expand_check", "session_check", "needed_value_message"]
 
 Check = Callable[[list[str], list[Any], dict[str, Any]], None]
+
+
+def popart_opid(domain: str, op_type: str, version: int | None) -> str:
+    """PopART's operator identifier: ``ai.onnx.Slice:10`` (no version: ``ai.onnx.Slice``)."""
+    return f"{domain or 'ai.onnx'}.{op_type}" + (f":{version}" if version else "")
 
 
 def popart_op_label(domain: str, op_type: str, version: int | None, name: str,
@@ -39,7 +49,7 @@ def popart_op_label(domain: str, op_type: str, version: int | None, name: str,
     """PopART's name of an op in messages: ``Op(ai.onnx.Add:7, inputs=[a, b],
     outputs=[c])``, with the node's name first when it has one (``Op(my_add
     (ai.onnx.Add:7), ...)``); ``outputs`` None leaves them out."""
-    opid = f"{domain or 'ai.onnx'}.{op_type}" + (f":{version}" if version else "")
+    opid = popart_opid(domain, op_type, version)
     head = f"{name} ({opid})" if name else opid
     tail = "" if outputs is None else f", outputs=[{', '.join(o for o in outputs if o)}]"
     return f"Op({head}, inputs=[{', '.join(i for i in inputs if i)}]{tail})"
@@ -197,3 +207,57 @@ def expand_check(names: list[str], values: list[Any], attrs: dict[str, Any]) -> 
                 "Expand shape constraint: corresponding dimensions must have the same "
                 f"value or one of them must be 1 (input {_dims(shape)}, shape "
                 f"{_dims(target)})")
+
+
+# ------------------------------------------------------------------- PopART sessions only
+def _clip_bounds_check(node: Any, version: int, values: list[Any]) -> None:
+    """Clip from opset 11: PopART's Clip takes its bounds when it is built, so an input
+    ``min`` or ``max`` needs a value then (a Constant, an initializer or a weight)."""
+    if version < 11:
+        return
+    for index, bound in ((1, "min"), (2, "max")):
+        if index < len(values) and values[index] is not None \
+                and not isinstance(values[index], np.ndarray):
+            refuse(f"Op {node.name}({popart_opid(node.domain, node.op_type, version)}), "
+                   f"inputs=[{node.input[0]}] currently only supports constant min/max "
+                   f"parameters. Input '{bound}' ({node.input[index]}) has no data.")
+
+
+_SESSION_CHECKS: dict[str, Callable[[Any, int, list[Any]], None]] = {
+    "Clip": _clip_bounds_check}
+
+
+def session_check(node: Any, version: int, values: list[Any]) -> None:
+    """The refusals of a PopART session beyond ONNX's rules, for ``node`` imported with
+    the rule of opset ``version``. ``values`` are its inputs: a NumPy array where the
+    value is known when the model is built (weights included), a tensor where it is
+    not, None where the input is absent."""
+    if node.domain in ("", "ai.onnx") and node.op_type in _SESSION_CHECKS:
+        _SESSION_CHECKS[node.op_type](node, version, values)
+
+
+# The inputs whose value PopART's ops read to work out their output shape.
+_SHAPE_INPUTS = {"Slice": {1: "starts", 2: "ends", 3: "axes", 4: "steps"},
+                 "Reshape": {1: "shape"}, "Expand": {1: "shape"}}
+
+
+def needed_value_message(node: Any, version: int, index: int, fix: str) -> str:
+    """PopART's message when input ``index`` of ``node`` (rule of opset ``version``) has
+    no value when the model is built.
+
+    ``Slice`` (from opset 10), ``Reshape`` and ``Expand`` say which input they needed
+    and why, ``Tile`` that its repeats must be a Constant, as PopART's tests compare them
+    whole; any other operator gives PopART's generic ``The tensor `x` does not have
+    data`` followed by ``fix``, ipuxl's advice."""
+    tensor = node.input[index]
+    onnx_op = node.op_type if node.domain in ("", "ai.onnx") else ""
+    if onnx_op == "Tile" and index == 1:
+        return f"The 'Repeats' Tensor `{tensor}' must be of type Constant"
+    input_name = _SHAPE_INPUTS.get(onnx_op, {}).get(index)
+    if input_name is None or (onnx_op == "Slice" and version < 10):
+        return f"The tensor `{tensor}` does not have data. {fix}"
+    purpose = "slicing direction" if input_name == "steps" else "output shape"
+    return (f"Need the value of the {popart_opid(node.domain, node.op_type, version)} input "
+            f"'{input_name}' to determine the {purpose}, but was unable because "
+            "[Tensor::getDataViaGraphTraversal] Could not work out tensor data for "
+            f"{tensor}.")
