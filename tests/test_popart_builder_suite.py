@@ -341,3 +341,32 @@ def test_getattr_annotation_lists_the_opset_classes():
     builder = popart.Builder()
     assert type(builder.aiOnnxOpset11) in annotated
     assert type(builder.aiOnnxOpset11) is type(popart.Builder().aiOnnxOpset11)
+
+
+def test_initializers_are_stored_in_typed_fields_as_popart_writes_them(tmp_path):
+    """PopART's Builder writes ``float_data`` (FLOAT16: ``int32_data`` bit patterns), and
+    ``modelToHost`` writes the device's values back into the same fields."""
+    builder = popart.Builder()
+    x = builder.addInputTensor(popart.TensorInfo("FLOAT", [2]), "x")
+    w = builder.addInitializedInputTensor(np.array([1.0, 2.0], np.float32), "w")
+    h = builder.addInitializedInputTensor(np.array([0.5, 1.5], np.float16), "h")
+    model = onnx.load_from_string(builder.getModelProto())
+    stored = {i.name: i for i in model.graph.initializer}
+    assert list(stored[w].float_data) == [1.0, 2.0] and not stored[w].raw_data
+    assert np.array(stored[h].int32_data, np.uint16).view(np.float16).tolist() == [0.5, 1.5]
+    hx = builder.aiOnnx.cast([h], "FLOAT")
+    loss = builder.aiGraphcore.identityloss([builder.aiOnnx.mul([builder.aiOnnx.mul([x, w]),
+                                                                 hx])])
+    session = popart.TrainingSession(builder.getModelProto(), popart.DataFlow(1, [loss]),
+                                     loss, popart.ConstSGD(1.0),
+                                     deviceInfo=popart.DeviceManager().createCpuDevice())
+    session.prepareDevice()
+    session.weightsFromHost()
+    session.run(popart.PyStepIO({x: np.array([2.0, 4.0], np.float32)},
+                                session.initAnchorArrays()))
+    path = str(tmp_path / "trained.onnx")
+    session.modelToHost(path)
+    saved = {i.name: i for i in onnx.load(path).graph.initializer}
+    # loss = mean(x * w * h): dw = x * h / 2 (lr 1)
+    np.testing.assert_allclose(list(saved[w].float_data), [1.0 - 0.5, 2.0 - 3.0])
+    assert not saved[w].raw_data and saved[h].int32_data
