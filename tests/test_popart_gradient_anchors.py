@@ -183,3 +183,19 @@ def test_a_cast_to_an_integer_stops_gradients():
         popart.TrainingSession(builder.getModelProto(), popart.DataFlow(1, [as_int]), loss,
                                popart.ConstSGD(0.1),
                                deviceInfo=popart.DeviceManager().createCpuDevice())
+
+
+def test_abs_gradient_is_zero_at_zero():
+    """ONNX ``Abs`` differentiates as PopART's AbsGrad: ``sign(x)``, 0 at 0."""
+    builder = popart.Builder()
+    x = builder.addInputTensor(popart.TensorInfo("FLOAT", [3]), "x")
+    loss = builder.aiGraphcore.identityloss([builder.aiOnnx.abs([x])],
+                                            reduction=popart.ReductionType.Sum)
+    session = popart.TrainingSession(builder.getModelProto(),
+                                     popart.DataFlow(1, ["Gradient___x"]), loss,
+                                     popart.ConstSGD(0.1),
+                                     deviceInfo=popart.DeviceManager().createCpuDevice())
+    session.prepareDevice()
+    anchors = session.initAnchorArrays()
+    session.run(popart.PyStepIO({x: np.array([-2.0, 0.0, 3.0], np.float32)}, anchors))
+    np.testing.assert_array_equal(anchors["Gradient___x"], [-1.0, 0.0, 1.0])

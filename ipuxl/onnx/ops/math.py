@@ -31,7 +31,7 @@ from ipuxl.onnx.ops import (  # noqa: F401 - each module declares its rules
 )
 from ipuxl.onnx.ops.popart_checks import broadcast_check, matmul_check
 from ipuxl.onnx.registry import onnx_op
-from ipuxl.ops.elementwise import c_div, c_rem
+from ipuxl.ops.elementwise import abs_value, c_div, c_rem
 
 
 # ------------------------------------------------------------------------------ helpers
@@ -79,7 +79,7 @@ def _reciprocal(x: Any) -> Any:
 
 
 for _name, _since, _fn in [
-    ("Abs", _UNARY_1_6_13, jnp.abs),
+    ("Abs", _UNARY_1_6_13, abs_value),  # gradient sign(x), 0 at 0, as PopART's AbsGrad
     ("Neg", _UNARY_1_6_13, jnp.negative),
     ("Reciprocal", _UNARY_1_6_13, _reciprocal),
     ("Floor", _UNARY_1_6_13, jnp.floor),
