@@ -370,3 +370,33 @@ def test_initializers_are_stored_in_typed_fields_as_popart_writes_them(tmp_path)
     # loss = mean(x * w * h): dw = x * h / 2 (lr 1)
     np.testing.assert_allclose(list(saved[w].float_data), [1.0 - 0.5, 2.0 - 3.0])
     assert not saved[w].raw_data and saved[h].int32_data
+
+
+def test_exclude_patterns_and_checkpoint_output():
+    builder = popart.Builder()
+    x = builder.addInputTensor(popart.TensorInfo("FLOAT", [2]), "x")
+    y = builder.aiOnnx.identity([x])
+    builder.excludePatterns(y, ["PostNRepl"])
+    (kept,) = builder.checkpointOutput([y])
+    assert kept == "Identity:0/1"
+    model = onnx.load_from_string(builder.getModelProto())
+    node = model.graph.node[-1]
+    attributes = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    assert node.name == "Checkpoint"
+    assert attributes["__recompute_output_in_backward_pass"] == int(
+        popart.RecomputeType.Checkpoint)
+    assert attributes["__exclude_patterns"] == [b"PreUniRepl", b"PostNRepl"]
+    session = popart.InferenceSession(builder.getModelProto(), popart.DataFlow(1, [kept]),
+                                      popart.DeviceManager().createCpuDevice())
+    session.prepareDevice()
+    anchors = session.initAnchorArrays()
+    session.run(popart.PyStepIO({x: np.array([1.0, 2.0], np.float32)}, anchors))
+    assert anchors[kept].tolist() == [1.0, 2.0]
+    builder.excludePatterns(y, ["ThisPatternDoesNotExist"])
+    with pytest.raises(popart.popart_exception,
+                       match="^Invalid pattern name 'ThisPatternDoesNotExist' in "
+                             "Op::excludePatterns"):
+        popart.InferenceSession(builder.getModelProto(), popart.DataFlow(1, [kept]),
+                                popart.DeviceManager().createCpuDevice())
+    with pytest.raises(TypeError, match="patternNames must be a list"):
+        builder.excludePatterns(y, "PostNRepl")

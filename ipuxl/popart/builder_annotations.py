@@ -38,6 +38,7 @@ __all__ = ["AnnotationsMixin", "RecomputeType", "VIRTUAL_GRAPH", "PIPELINE_STAGE
            "EXECUTION_PHASE", "RECOMPUTE", "AVAILABLE_MEMORY", "PARTIALS_TYPE"]
 
 VIRTUAL_GRAPH = "__ipu_number"
+EXCLUDE_PATTERNS = "__exclude_patterns"
 PIPELINE_STAGE = "__pipeline_stage"
 EXECUTION_PHASE = "__execution_phase"
 RECOMPUTE = "__recompute_output_in_backward_pass"
@@ -109,6 +110,27 @@ class AnnotationsMixin:
         """Recompute (or checkpoint) the outputs of the nodes producing ``nodeOutputNames``
         in the backward pass."""
         self._set(_ids(nodeOutputNames), RECOMPUTE, _recompute(value))
+
+    def checkpointOutput(self, nodeOutputNames: Any) -> list[str]:  # noqa: N802,N803
+        """Checkpoint each tensor: an ``Identity`` named ``Checkpoint`` whose output is kept
+        for the backward pass (``RecomputeType.Checkpoint``, and PopART's patterns that
+        would remove an identity excluded). Returns the checkpoints' ids."""
+        made = []
+        for tensor_id in _ids(nodeOutputNames):
+            out = self.aiOnnx.identity([tensor_id], "Checkpoint")
+            self._set([out], RECOMPUTE, int(RecomputeType.Checkpoint))
+            self._set([out], EXCLUDE_PATTERNS, ["PreUniRepl", "PostNRepl"])
+            made.append(out)
+        return made
+
+    def excludePatterns(self, nodeOutputName: str, patternNames: list[str]) -> None:  # noqa: N802,N803
+        """Keep PopART's patterns ``patternNames`` off the node making ``nodeOutputName``
+        (``__exclude_patterns``; the names are checked when a session is built)."""
+        if not isinstance(patternNames, (list, tuple)) or not all(
+                isinstance(n, str) for n in patternNames):
+            raise TypeError(f"excludePatterns: patternNames must be a list of pattern names, "
+                            f"got {patternNames!r}.")
+        self._set(_ids(nodeOutputName), EXCLUDE_PATTERNS, list(patternNames))
 
     @contextmanager
     def recomputeOutput(self, value: RecomputeType) -> Iterator[None]:  # noqa: N802

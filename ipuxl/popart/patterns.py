@@ -13,7 +13,41 @@ from typing import Any
 
 from ipuxl.popart.arguments import enum_argument
 
-__all__ = ["Patterns", "PatternsLevel"]
+__all__ = ["Patterns", "PatternsLevel", "PATTERN_NAMES", "check_excluded_patterns"]
+
+# Every pattern PopART registers (its PatternNames), for the names a model may exclude.
+PATTERN_NAMES = frozenset({
+    "AdamDecompose", "AdaptiveDecompose", "AllReduceToIdentity", "Atan2Arg0GradOp",
+    "Atan2Arg1GradOp", "ContiguateIpuCopyIndicesPattern", "ConvDataGrad",
+    "ConvFlipWeightsDoubleFlip", "ConvFlipWeightsGradOp", "ConvTranspose", "CosGradOp",
+    "CoshOp", "DecomposeBinaryConstScalar", "DivArg0GradOp", "DivArg1GradOp", "ExpGradOp",
+    "ExpandCast", "Expm1GradOp", "FmodArg0GradOp", "InPlace", "InitAccumulate", "LSTMOp",
+    "LambSerialisedWeight", "Log1pGradOp", "LogGradOp", "LoopScanOut", "MatMulLhsGradOp",
+    "MatMulOp", "MatMulRhsGradOp", "MulArgGradOp", "NegativeOneScale",
+    "NlllWithSoftmaxGradDirect", "OpToIdentity", "PackedDataBlock", "PadSum", "PostNRepl",
+    "PowArg0GradOp", "PowArg1GradOp", "PreUniRepl", "ReciprocalGradOp",
+    "RemoveUnnecessaryLossGradCast", "SGD0Decompose", "SGD1Decompose", "SGD2Decompose",
+    "ScanToLoop", "Slice2SliceSubsample", "SoftmaxGradDirect", "SplitGather",
+    "SplitGradOpToConcat", "SplitOp", "SqrtGradOp", "SubtractArg1GradOp", "SumToAdd",
+    "TiedGather", "TiedGatherAccumulate", "TransposeToIdentityOrReshapePattern",
+    "UpdateInplacePrioritiesForIpu", "UpsampleToResize", "ViewSimplifyPattern"})
+
+
+def check_excluded_patterns(model: Any) -> None:
+    """PopART's check of ``builder.excludePatterns`` names, made when a session is built."""
+    import onnx
+
+    from ipuxl.popart.errors import popart_exception
+
+    for node in model.graph.node:
+        for attribute in node.attribute:
+            if attribute.name == "__exclude_patterns":
+                for name in onnx.helper.get_attribute_value(attribute):
+                    name = name.decode() if isinstance(name, bytes) else name
+                    if name not in PATTERN_NAMES:
+                        raise popart_exception(
+                            f"Invalid pattern name '{name}' in Op::excludePatterns. Known "
+                            f"patterns: {', '.join(sorted(PATTERN_NAMES))}.")
 
 
 class PatternsLevel(Enum):

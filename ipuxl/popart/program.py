@@ -63,6 +63,7 @@ from ipuxl.popart.names import (
     reservedGradientPrefix,
     reservedRestoredPrefix,
 )
+from ipuxl.popart.patterns import check_excluded_patterns
 from ipuxl.popart.pipeline import check_pipelining
 
 __all__ = ["Program", "Plan", "build_program"]
@@ -154,6 +155,7 @@ def build_program(fn_model: Any, dataflow: Any, *, input_shape_info: Any = None,
     training = optimizer is not None
     plan = _plan(dataflow, options, training)
     check_pipelining(model, options, plan.batches_per_step, training)
+    check_excluded_patterns(model)
     ir = ipuxl.Ir(replication=plan.replicas)
     ir.num_host_transfers = plan.micro_batches
     program = Program(ir, plan, model, source=source)
