@@ -191,3 +191,19 @@ def test_float_attributes_take_numpy_numbers():
         builder.aiOnnx.randomnormal(shape=[4], mean=np.array([1.0]))
     with pytest.raises(TypeError, match="attribute 'scale' must be a number, got str"):
         builder.aiOnnx.randomnormal(shape=[4], scale="2")
+
+
+def test_argmax_indices_are_int32_in_a_popart_session():
+    """PopART makes ArgMax/ArgMin's indices INT32 (ONNX's INT64 everywhere else)."""
+    builder = popart.Builder()
+    x = builder.addInputTensor(popart.TensorInfo("FLOAT", [2, 3]), "x")
+    a = builder.aiOnnx.argmax([x], axis=1, keepdims=0)
+    b = builder.aiOnnx.argmin([builder.aiOnnx.constant(np.array([[3.0, 1.0, 2.0]],
+                                                                np.float32))], axis=1)
+    session = popart.InferenceSession(builder.getModelProto(), popart.DataFlow(1, [a, b]),
+                                      popart.DeviceManager().createCpuDevice())
+    session.prepareDevice()
+    anchors = session.initAnchorArrays()
+    session.run(popart.PyStepIO({x: np.array([[1, 5, 2], [7, 0, 3]], np.float32)}, anchors))
+    assert anchors[a].dtype == np.int32 and anchors[a].tolist() == [1, 0]
+    assert anchors[b].dtype == np.int32 and anchors[b].tolist() == [[1]]

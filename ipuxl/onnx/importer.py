@@ -38,7 +38,12 @@ import numpy as np
 
 from ipuxl.context import get_current_context
 from ipuxl.onnx.errors import NeedsValueError, OnnxImportError, UnsupportedModelError
-from ipuxl.onnx.ops.popart_checks import PopartOpError, needed_value_message, session_check
+from ipuxl.onnx.ops.popart_checks import (
+    PopartOpError,
+    needed_value_message,
+    session_check,
+    session_output_types,
+)
 from ipuxl.onnx.registry import Rule, call_rule, canonical_domain, dtype_of, find_rule
 from ipuxl.onnx.structure import check_structure
 from ipuxl.onnx.tensors import dense_array, tensor_array
@@ -467,7 +472,8 @@ class Importer:
                 rule.kind != "host":
             # Every input is known: evaluate the node now (unless it acts on the host when
             # the program runs, as an abort does).
-            return self._fold(rule, node, slots, statics, dynamic, attrs)
+            folded = self._fold(rule, node, slots, statics, dynamic, attrs)
+            return session_output_types(node, folded) if self.popart else folded
         tensors = {f"input{index}": _on_current_ipu(self.tensor(node.input[index], value))
                    for index, value in dynamic}
         names = [name or None for name in node.output]
@@ -488,7 +494,7 @@ class Importer:
                 f"Node {_label(node)} ({node.op_type}, {rule.name}) cannot be built for inputs "
                 f"{_describe(tensors.values())}: {type(error).__name__}: {error}"
             ) from error
-        return list(outputs)
+        return session_output_types(node, list(outputs)) if self.popart else list(outputs)
 
     def _fold(self, rule: Rule, node: Any, slots: list[str], statics: list[np.ndarray],
               dynamic: list[tuple[int, Any]], attrs: dict[str, Any]) -> list[np.ndarray]:

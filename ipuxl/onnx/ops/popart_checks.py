@@ -34,7 +34,11 @@ from ipuxl.onnx.errors import OnnxImportError
 
 __all__ = ["PopartOpError", "popart_opid", "popart_op_label", "refuse", "axis_check",
            "axes_check", "broadcast_check", "matmul_check", "reshape_check", "tile_check",
-           "expand_check", "session_check", "needed_value_message"]
+           "expand_check", "session_check", "session_output_types", "needed_value_message"]
+
+# ONNX operators whose outputs PopART makes in another type than ONNX says: the indices of
+# ArgMax/ArgMin are INT32 (PopART has no 64-bit integers on the device).
+_SESSION_OUTPUT_TYPES = {"ArgMax": np.int32, "ArgMin": np.int32}
 
 Check = Callable[[list[str], list[Any], dict[str, Any]], None]
 
@@ -225,6 +229,19 @@ def _clip_bounds_check(node: Any, version: int, values: list[Any]) -> None:
 
 _SESSION_CHECKS: dict[str, Callable[[Any, int, list[Any]], None]] = {
     "Clip": _clip_bounds_check}
+
+
+def session_output_types(node: Any, outputs: list[Any]) -> list[Any]:
+    """``outputs`` of ``node`` in the types a PopART session gives them (see
+    ``_SESSION_OUTPUT_TYPES``): NumPy arrays (folded) or ipuxl tensors, cast."""
+    wanted = _SESSION_OUTPUT_TYPES.get(node.op_type) if node.domain in ("", "ai.onnx") \
+        else None
+    if wanted is None:
+        return outputs
+    from ipuxl import dtypes, ops
+
+    return [o.astype(wanted) if isinstance(o, np.ndarray)
+            else ops.cast(o, dtypes.dtype.as_dtype(wanted)) for o in outputs]
 
 
 def session_check(node: Any, version: int, values: list[Any]) -> None:
