@@ -207,3 +207,22 @@ def test_argmax_indices_are_int32_in_a_popart_session():
     session.run(popart.PyStepIO({x: np.array([[1, 5, 2], [7, 0, 3]], np.float32)}, anchors))
     assert anchors[a].dtype == np.int32 and anchors[a].tolist() == [1, 0]
     assert anchors[b].dtype == np.int32 and anchors[b].tolist() == [[1]]
+
+
+def test_resize_pytorch_nearest_mode():
+    """PopART's ``nearest_mode="pytorch"``: input index floor(i / scale), whatever the
+    coordinate transformation (torch's ``interpolate(mode="nearest")``)."""
+    builder = popart.Builder(opsets={"ai.onnx": 11, "ai.graphcore": 1})
+    x = builder.addInputTensor(popart.TensorInfo("FLOAT", [1, 1, 1, 4]), "x")
+    scales = builder.aiOnnx.constant(np.array([1, 1, 1, 1.5], np.float32))
+    roi = builder.aiOnnx.constant(np.array([], np.float32))
+    out = builder.aiOnnx.resize([x, roi, scales], mode="nearest", nearest_mode="pytorch",
+                                coordinate_transformation_mode="half_pixel")
+    session = popart.InferenceSession(builder.getModelProto(), popart.DataFlow(1, [out]),
+                                      popart.DeviceManager().createCpuDevice())
+    session.prepareDevice()
+    anchors = session.initAnchorArrays()
+    data = np.array([[[[10.0, 20.0, 30.0, 40.0]]]], np.float32)
+    session.run(popart.PyStepIO({x: data}, anchors))
+    picked = np.floor(np.arange(6) / 1.5).astype(int)  # 0 0 1 2 2 3
+    np.testing.assert_array_equal(anchors[out].reshape(-1), data.reshape(-1)[picked])

@@ -173,6 +173,10 @@ def _resize(x: Any, roi: np.ndarray | None, scales: np.ndarray | None,
         out = [int(np.floor(factors[i] * x.shape[i])) for i in range(rank)]
     else:
         raise ValueError("Resize needs scales or sizes.")
+    if mode == "nearest" and nearest_mode == "pytorch":
+        # PopART's own nearest mode (torch.nn.functional.interpolate's): the input index
+        # is floor(output index / scale), whatever coordinate_transformation_mode says.
+        transform, nearest_mode = "asymmetric", "floor"
     if mode == "nearest":
         coeffs = _nearest(nearest_mode)
     elif mode in ("linear", "bilinear", "trilinear"):
