@@ -14,7 +14,8 @@ import pytest
 
 onnx = pytest.importorskip("onnx")
 
-import ipuxl  # noqa: E402
+from builder_helpers import run_builder as run  # noqa: E402
+
 import ipuxl.popart as popart  # noqa: E402
 from ipuxl.onnx import model_to_ir  # noqa: E402
 from ipuxl.popart.builder import Builder  # noqa: E402
@@ -22,15 +23,6 @@ from ipuxl.popart.builder_annotations import RecomputeType  # noqa: E402
 from ipuxl.popart.tensor_info import DataType, InputShapeInfo, TensorInfo  # noqa: E402
 
 rng = np.random.default_rng(0)
-
-
-def run(builder: Builder, feeds: dict[str, np.ndarray], device: str = "cpu"
-        ) -> dict[str, np.ndarray]:
-    """Import the builder's model and run it once; the outputs by id."""
-    program = model_to_ir(builder.getModelProto())
-    with ipuxl.Session(program.ir, device) as session:
-        outputs = session.run({program.inputs[k]: v for k, v in feeds.items()})
-    return {name: np.asarray(outputs[stream]) for name, stream in program.outputs.items()}
 
 
 def f32(*shape):

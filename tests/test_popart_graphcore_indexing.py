@@ -11,20 +11,13 @@ import pytest
 
 pytest.importorskip("onnx")
 
-import ipuxl  # noqa: E402
+from builder_helpers import run_builder as run  # noqa: E402
+
 import ipuxl.popart as popart  # noqa: E402
 from ipuxl.onnx import model_to_ir  # noqa: E402
 from ipuxl.onnx.ops import graphcore_indexing as rules  # noqa: E402
 
 rng = np.random.default_rng(0)
-
-
-def run(builder, feeds):
-    """Import the builder's model, run it once, return the outputs by id."""
-    program = model_to_ir(builder.getModelProto())
-    with ipuxl.Session(program.ir, "cpu") as session:
-        outputs = session.run({program.inputs[k]: v for k, v in feeds.items()})
-    return {name: np.asarray(outputs[stream]) for name, stream in program.outputs.items()}
 
 
 def model(*arrays):

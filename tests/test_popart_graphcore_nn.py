@@ -13,22 +13,13 @@ import jax.numpy as jnp
 import numpy as np
 import onnx
 import pytest
+from builder_helpers import run_builder as run  # noqa: E402
 
-import ipuxl
 import ipuxl.popart as popart
-from ipuxl.onnx import model_to_ir
 from ipuxl.onnx.ops import graphcore_nn as rules
 from ipuxl.ops.collectives.groups import CommGroup, CommGroupType
 
 rng = np.random.default_rng(0)
-
-
-def run(builder, feeds):
-    """Import the builder's model and run it once; the outputs by id."""
-    program = model_to_ir(builder.getModelProto())
-    with ipuxl.Session(program.ir, "cpu") as session:
-        outputs = session.run({program.inputs[k]: v for k, v in feeds.items()})
-    return {name: np.asarray(outputs[stream]) for name, stream in program.outputs.items()}
 
 
 def node_of(builder, tensor_id):
