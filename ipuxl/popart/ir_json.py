@@ -25,15 +25,12 @@ import re
 from typing import Any
 
 from ipuxl.popart.builder_annotations import RecomputeType
+from ipuxl.popart.tensor_info import data_type_of
 
 __all__ = ["serialize_ir"]
 
 # ``onnx.MatMul-9``, ``graphcore.IdentityLoss-1``, ``onnx.MatMul-9_grad``
 _IMPORTED = re.compile(r"^[\w.]+\.(?P<type>\w+)-\d+(?P<grad>_grad)?$")
-_DATA_TYPES = {"float32": "FLOAT", "float16": "FLOAT16", "float64": "DOUBLE",
-               "int32": "INT32", "int64": "INT64", "int16": "INT16", "int8": "INT8",
-               "uint32": "UINT32", "uint64": "UINT64", "uint16": "UINT16", "uint8": "UINT8",
-               "bool": "BOOL", "bfloat16": "BFLOAT16"}
 # Ops PopART's patterns always rewrite, by the type they become.
 _REWRITTEN = {"RandomNormalLike": "RandomNormal", "RandomUniformLike": "RandomUniform"}
 # Annotation attributes PopART reports as its own common attributes.
@@ -92,7 +89,11 @@ def _shape(shape: Any) -> str:
 
 
 def _data_type(dtype: Any) -> str:
-    return _DATA_TYPES.get(dtype.name, dtype.name.upper())
+    """PopART's name of ``dtype`` (``"FLOAT"``), as ``TensorInfo.data_type()`` gives it."""
+    try:
+        return data_type_of(dtype.name).name
+    except (TypeError, ValueError):  # a type PopART has no name for (float8 variants)
+        return dtype.name.upper()
 
 
 def _attributes(node: Any, grad: bool, placed: bool) -> dict[str, str]:
