@@ -1,5 +1,6 @@
 """Saving an Ir as a package without running it (``ipuxl.export``): an ipuxl extension,
-built on ``Session.save`` (see ``docs/runtime.md``)."""
+built on ``Session.save`` (see ``docs/runtime.md``); and where PopART's
+``compileAndExport`` writes its package (:func:`executable_path`)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,11 @@ import os
 from ipuxl import devices
 from ipuxl.ir import Ir
 
-__all__ = ["export"]
+__all__ = ["export", "executable_path", "EXECUTABLE_FILENAME"]
+
+# The file ``compileAndExport`` writes into a folder it is given (PopART writes
+# ``executable.popef``; ipuxl's package is no PopEF file).
+EXECUTABLE_FILENAME = "executable.ipuxl"
 
 
 def export(ir: Ir, path: str | os.PathLike, *, weights: bool = True) -> None:
@@ -53,3 +58,33 @@ def export(ir: Ir, path: str | os.PathLike, *, weights: bool = True) -> None:
     session = Session(ir, device, weights_to_host_on_exit=False, _compile=False,
                       allow_out_of_memory="run")
     session.save(path, weights=weights)
+
+
+def executable_path(path: str | os.PathLike, device_type: str) -> str:
+    """The file PopART's ``compileAndExport(path)`` writes: ``path`` itself, or
+    ``path/executable.ipuxl`` when ``path`` is a folder; its missing parent folders are
+    made, as PopART makes them.
+
+    Args:
+        path: a file or folder.
+        device_type: PopART's name of the session's device type (``str(DeviceType)``):
+            ``"ipu-model"`` and ``"sim"`` programs cannot be saved, as in PopART. ipuxl
+            saves ``"cpu"`` programs, which PopART refuses: a package runs on the host.
+
+    Raises:
+        popart_exception: the device type cannot be saved (PopART's message).
+        TypeError: ``path`` is not a path.
+    """
+    from ipuxl.popart.errors import popart_exception
+
+    if device_type in ("ipu-model", "sim"):
+        raise popart_exception(f"Executables for device type {device_type} cannot be saved")
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"compileAndExport takes the path of a file or folder, got "
+                        f"{type(path).__name__}: {path!r}.")
+    target = os.fspath(path)
+    if os.path.isdir(target):
+        return os.path.join(target, EXECUTABLE_FILENAME)
+    folder = os.path.dirname(os.path.abspath(target))
+    os.makedirs(folder, exist_ok=True)
+    return target

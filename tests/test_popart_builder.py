@@ -487,7 +487,8 @@ def test_reloaded_model_keeps_building():
     reloaded = popart.Builder(builder.getModelProto())
     r = reloaded.aiOnnx.relu([z])
     assert r == "Relu:0" and reloaded.getTensorShape(r) == [2, 3]
-    with pytest.raises(popart.popart_exception, match="no ONNX model file at .missing.onnx."):
+    with pytest.raises(popart.popart_exception,
+                       match="Failed to load a ModelProto from the string 'missing.onnx'"):
         popart.Builder("missing.onnx")
 
 

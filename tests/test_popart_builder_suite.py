@@ -173,8 +173,8 @@ def test_save_initializers_externally(tmp_path):
     with pytest.raises(popart.popart_exception, match="but its parent directory does not "
                        "exist$"):
         builder.saveInitializersExternally([b], str(tmp_path / "no" / "file.bin"))
-    with pytest.raises(popart.popart_exception, match="^GraphTransformer: no ONNX model "
-                       "file at"):
+    with pytest.raises(popart.popart_exception, match="^Failed to load a ModelProto from the "
+                       "string '.*missing.onnx'"):
         popart.GraphTransformer(str(tmp_path / "missing.onnx"))
 
 

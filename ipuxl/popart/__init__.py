@@ -47,9 +47,25 @@ from ipuxl.session_options import SessionOptions as SessionOptions
 __version__ = "ipuxl-compat"
 
 
+# The PopART release whose Python API this layer follows.
+_POPART_API_VERSION = (3, 4, 0)
+
+
 def versionString() -> str:  # noqa: N802 - PopART's name
     """PopART's version string; ipuxl's compatibility layer reports ``__version__``."""
     return __version__
+
+
+def versionNumber() -> tuple[int, int, int]:  # noqa: N802 - PopART's name
+    """``(major, minor, point)`` of the PopART release whose API ipuxl follows."""
+    return _POPART_API_VERSION
+
+
+def packageHash() -> str:  # noqa: N802 - PopART's name
+    """What PopART gives as its build's hash: here, ipuxl's own version (``"ipuxl-0.1.0"``)."""
+    from ipuxl import __version__ as ipuxl_version
+
+    return f"ipuxl-{ipuxl_version}"
 
 
 class VariableRetrievalMode(Enum):
@@ -143,10 +159,13 @@ _LAZY = {
     "ClipNormSettings": "ipuxl.popart.session_option_types",
     "ExperimentalSettings": "ipuxl.popart.session_option_types",
     "InputSettings": "ipuxl.popart.session_option_types",
-    "initializePoplarDebugInfo": "ipuxl.popart.session_option_types",
-    "closePoplarDebugInfo": "ipuxl.popart.session_option_types",
+    "initializePoplarDebugInfo": "ipuxl.popart.debug_context",
+    "closePoplarDebugInfo": "ipuxl.popart.debug_context",
     "ScatterReduction": "ipuxl.popart.builder_graphcore_indexing",
     "TensorRemapType": "ipuxl.popart.builder_graphcore_indexing",
+    "DebugContext": "ipuxl.popart.debug_context",
+    "DebugInfo": "ipuxl.popart.debug_context",
+    "SourceLocation": "ipuxl.popart.debug_context",
 }
 for _name in ("reservedGradientPrefix", "reservedAccumPrefix", "reservedAcclPrefix",
               "reservedAccl1Prefix", "reservedAccl2Prefix", "reservedAccl3Prefix",
@@ -170,7 +189,8 @@ __all__ = ["popart_exception", "popart_internal_exception", "popart_runtime_erro
            "poplar_recoverable_runtime_error", "poplar_unrecoverable_runtime_error",
            "poplar_unknown_runtime_error", "__version__",
            "VariableRetrievalMode", "OutOfMemoryException", "DeviceType",
-           "getLogger", "SessionOptions", "versionString", *_LAZY]
+           "getLogger", "SessionOptions", "versionString", "versionNumber", "packageHash",
+           *_LAZY]
 
 
 def __getattr__(name: str) -> Any:

@@ -25,10 +25,10 @@ in ``getModelProto``) come from ONNX shape inference, completed by ipuxl's own r
 from __future__ import annotations
 
 import difflib
-import itertools
 import os
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from enum import Enum
 from typing import Any, Union
 
 import numpy as np
@@ -37,6 +37,7 @@ from ipuxl.host_values import check_numbers, index_argument, index_arguments
 from ipuxl.popart.builder_annotations import AnnotationsMixin, RecomputeType
 from ipuxl.popart.builder_graphcore import AiGraphcoreOpset1, InitType, tensor_ids
 from ipuxl.popart.builder_onnx import LATEST_OPSET, AiOnnx, onnx_opset_class
+from ipuxl.popart.debug_context import DebugContext, next_debug_id
 from ipuxl.popart.errors import popart_exception
 from ipuxl.popart.initializers import typed_initializer
 from ipuxl.popart.tensor_info import (
@@ -48,12 +49,13 @@ from ipuxl.popart.tensor_info import (
 from ipuxl.popart.variable_settings import VariableSettings
 
 __all__ = ["Builder", "AiOnnx", "AiGraphcore", "AiGraphcoreOpset1", "RecomputeType",
-           "InitType", "VariableSettings", "make_attribute"]
+           "InitType", "VariableSettings", "make_attribute", "load_model", "model_string_error"]
 
 AiGraphcore = AiGraphcoreOpset1
 _GRAPHCORE = "ai.graphcore"
 _DEBUG_INFO_ID = "__debug_info_id"
-_debug_info_ids = itertools.count(1)  # PopART's DebugInfo ids, unique in the process
+_REPLICATION_FACTOR = "__replicationFactor"
+_COMM_GROUP = "__collectiveCommGroup"
 
 
 class _Ids:
@@ -82,23 +84,44 @@ def _default_opsets() -> dict[str, int]:
 
 def load_model(model_or_filename: Any, where: str) -> Any:
     """A copy of the ``onnx.ModelProto`` given as a ModelProto, its serialized bytes or
-    the path of a file (``where`` names the caller in errors)."""
+    the path of a file (``where`` names the caller in errors). As in PopART, a string that
+    names no file is read as a serialized ModelProto.
+
+    Raises:
+        popart_exception: the bytes (or the string) are not a serialized ModelProto
+            (PopART's message, :func:`model_string_error`).
+        TypeError: ``model_or_filename`` is none of the three.
+    """
     import onnx
+    from google.protobuf.message import DecodeError
 
     if isinstance(model_or_filename, onnx.ModelProto):
         model = onnx.ModelProto()
         model.CopyFrom(model_or_filename)
         return model
-    if isinstance(model_or_filename, (bytes, bytearray)):
-        return onnx.load_from_string(bytes(model_or_filename))
-    if isinstance(model_or_filename, (str, os.PathLike)):
-        path = os.fspath(model_or_filename)
-        if not os.path.exists(path):
-            raise popart_exception(f"{where}: no ONNX model file at {path!r} (pass a path, "
-                                   "the bytes of a ModelProto, or a ModelProto).")
-        return onnx.load(path)
+    if isinstance(model_or_filename, (str, os.PathLike)) and \
+            os.path.isfile(os.fspath(model_or_filename)):
+        return onnx.load(os.fspath(model_or_filename))
+    if isinstance(model_or_filename, (bytes, bytearray, str)):
+        data = model_or_filename.encode() if isinstance(model_or_filename, str) \
+            else bytes(model_or_filename)
+        try:
+            return onnx.load_from_string(data)
+        except DecodeError:
+            raise model_string_error(data) from None
     raise TypeError(f"{where}(modelProtoOrFilename=...) takes a path, bytes or an "
                     f"onnx.ModelProto, got {type(model_or_filename).__name__}.")
+
+
+def model_string_error(data: bytes) -> popart_exception:
+    """PopART's error for ``data`` that is neither a model file's path nor a serialized
+    ModelProto: it shows the first 100 characters, as Python prints bytes."""
+    shown = repr(bytes(data))[2:-1]
+    if len(shown) > 100:
+        shown = shown[:100] + "..."
+    return popart_exception(
+        f"Failed to load a ModelProto from the string '{shown}'.\nCheck that it is either "
+        "a valid path to an existing onnx model file, or is a valid onnx ModelProto string.")
 
 
 class Builder(AnnotationsMixin):
@@ -248,7 +271,7 @@ class Builder(AnnotationsMixin):
 
         settings = None
         for arg in args:
-            if isinstance(arg, str):
+            if isinstance(arg, (str, DebugContext)):
                 debugContext = arg
             else:
                 settings = arg
@@ -298,6 +321,26 @@ class Builder(AnnotationsMixin):
 
         save_initializers_externally(self._model, ids, filename)
         self._changed()
+
+    def embedReplicationFactor(self, replicationFactor: int) -> None:  # noqa: N802,N803
+        """Record the replication factor the model is written for (the model's
+        ``__replicationFactor`` metadata, as PopART writes it), which grouped weights
+        (``VariableSettings``) are laid out for."""
+        factor = index_argument("replicationFactor", replicationFactor,
+                                "embedReplicationFactor")
+        self._model.metadata_props.add(key=_REPLICATION_FACTOR, value=str(factor))
+        self._changed()
+
+    @contextmanager
+    def commGroup(self, type: Any = 0, groupSize: int = 0) -> Iterator[None]:  # noqa: N802,N803,A002
+        """``with builder.commGroup(popart.CommGroupType.Consecutive, 4):``: the collectives
+        made inside, without a ``commGroup`` of their own, reduce within these groups of
+        replicas (each node gets ``__collectiveCommGroup = [type, groupSize]``)."""
+        kind = index_argument("type", type.value if isinstance(type, Enum) else type,
+                              "commGroup")
+        size = index_argument("groupSize", groupSize, "commGroup")
+        with self._scope(_COMM_GROUP, [kind, size]):
+            yield
 
     def setGraphName(self, name: str) -> None:  # noqa: N802 - PopART's name
         self._model.graph.name = name
@@ -406,7 +449,7 @@ class Builder(AnnotationsMixin):
                               else "")
         node.input.extend(inputs)
         node.output.extend(outputs)
-        debug_id = {_DEBUG_INFO_ID: next(_debug_info_ids)}
+        debug_id = {_DEBUG_INFO_ID: next_debug_id()}
         for name, value in {**self._context, **attributes, **debug_id}.items():
             node.attribute.append(make_attribute(name, value))
         self._model.graph.node.append(node)

@@ -15,14 +15,13 @@ Settings structs read and write in place, as PopART's do::
     opts.executionPhaseSettings.phases = 2
     opts.batchSerializationSettings = popart.BatchSerializationSettings(4, True, True, True)
 
-This module also holds ``InputSettings`` (how an input streams to replicas) and the Poplar
-debug-info switches the tests call around a run (:func:`initializePoplarDebugInfo`).
+This module also holds ``InputSettings`` (how an input streams to replicas); the Poplar
+debug-info switches are in :mod:`ipuxl.popart.debug_context`.
 """
 
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import Callable, Mapping
 from enum import Enum
 from typing import Any, ClassVar
@@ -45,7 +44,6 @@ __all__ = [
     "ReplicatedCollectivesSettings", "BatchSerializationSettings", "ExecutionPhaseSettings",
     "AccumulateOuterFragmentSettings", "AutodiffSettings", "ClipNormSettings",
     "ExperimentalSettings", "InputSettings",
-    "initializePoplarDebugInfo", "closePoplarDebugInfo",
 ]
 
 # A kind checks one value for an option or field (named by ``where``) and returns what
@@ -565,28 +563,3 @@ class InputSettings:
         return (f"InputSettings(tileSet={self._tile_set.name}, exchangeStrategy="
                 f"{self._exchange_strategy.name}, replicatedStreamMode="
                 f"{self._replicated_stream_mode.name})")
-
-
-# ----------------------------------------------------------------------------- debug info
-_debug_info_file: str | None = None
-
-
-def initializePoplarDebugInfo(filename: str, format: str = "json") -> None:  # noqa: N802,A002
-    """Start Poplar's debug-info file. ipuxl records no Poplar debug contexts, so
-    :func:`closePoplarDebugInfo` writes a valid, empty one (``{"contexts": [],
-    "stringTable": []}``); ``format`` is ``"json"`` or ``"cbor"`` (written as JSON)."""
-    global _debug_info_file
-    text(filename, "initializePoplarDebugInfo filename")
-    text(format, "initializePoplarDebugInfo format")
-    _debug_info_file = filename
-
-
-def closePoplarDebugInfo() -> None:  # noqa: N802
-    """Close the debug-info file that :func:`initializePoplarDebugInfo` started (nothing
-    happens when none was started)."""
-    global _debug_info_file
-    if _debug_info_file is None:
-        return
-    with open(_debug_info_file, "w", encoding="utf-8") as file:
-        json.dump({"contexts": [], "stringTable": []}, file)
-    _debug_info_file = None

@@ -297,7 +297,9 @@ def input_tensor_arguments(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tup
     if keywords:
         raise TypeError(f"addInputTensor got unexpected keyword arguments {sorted(keywords)}; "
                         f"write {_INPUT_FORMS}.")
-    if rest and not isinstance(rest[0], str):
+    from ipuxl.popart.debug_context import DebugContext
+
+    if rest and not isinstance(rest[0], (str, DebugContext)):  # a debug name is last
         settings = rest.pop(0)
     if rest:
         debug = rest.pop(0)

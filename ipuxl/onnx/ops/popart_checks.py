@@ -18,7 +18,9 @@ Two kinds of error:
   type and inputs.
 
 A PopART session also refuses some valid ONNX that its ops cannot build
-(:func:`session_check`: ``Clip`` with bounds known only when the model runs), and asks
+(:func:`session_check`: ``Clip`` with bounds known only when the model runs), gives its
+own words where ipuxl's would differ (``Transpose``'s ``perm`` of the wrong length,
+``ai.graphcore.ReduceMedian``'s axes out of range), and asks
 for a value its IR needs at build time in its own words (:func:`needed_value_message`).
 The importer applies both only in PopART sessions (``Importer.popart``).
 """
@@ -34,7 +36,8 @@ from ipuxl.onnx.errors import OnnxImportError
 
 __all__ = ["PopartOpError", "popart_opid", "popart_op_label", "refuse", "axis_check",
            "axes_check", "broadcast_check", "matmul_check", "reshape_check", "tile_check",
-           "expand_check", "session_check", "session_output_types", "needed_value_message"]
+           "expand_check", "session_check", "session_output_types", "needed_value_message",
+           "unknown_input_shape_message"]
 
 # ONNX operators whose outputs PopART makes in another type than ONNX says: the indices of
 # ArgMax/ArgMin are INT32 (PopART has no 64-bit integers on the device).
@@ -227,8 +230,36 @@ def _clip_bounds_check(node: Any, version: int, values: list[Any]) -> None:
                    f"parameters. Input '{bound}' ({node.input[index]}) has no data.")
 
 
-_SESSION_CHECKS: dict[str, Callable[[Any, int, list[Any]], None]] = {
-    "Clip": _clip_bounds_check}
+def _node_ints(node: Any, name: str) -> list[int] | None:
+    """The ints attribute ``name`` of ``node`` (None when absent)."""
+    for attribute in node.attribute:
+        if attribute.name == name:
+            return [int(v) for v in attribute.ints]
+    return None
+
+
+def _transpose_rank_check(node: Any, version: int, values: list[Any]) -> None:
+    """Transpose: a ``perm`` with one entry per input axis."""
+    perm = _node_ints(node, "perm")
+    shape = _shape(values[0])
+    if perm is not None and len(perm) != len(shape):
+        refuse(f"Rank of permutation tensor {_dims(perm, ' ')}, rank {len(perm)} must be "
+               f"equal to rank of input tensor, shape {_dims(shape, ' ')}, rank {len(shape)}.")
+
+
+def _reduce_median_axes_check(node: Any, version: int, values: list[Any]) -> None:
+    """ai.graphcore's ReduceMedian: its axes within the input's rank, in PopART's words
+    (as for the ai.onnx reductions, :func:`axes_check`)."""
+    rank = len(_shape(values[0]))
+    for axis in _node_ints(node, "axes") or ():
+        _check_axis(axis, rank)
+
+
+# (domain, operator) -> the check a PopART session makes before building the node.
+_SESSION_CHECKS: dict[tuple[str, str], Callable[[Any, int, list[Any]], None]] = {
+    ("ai.onnx", "Clip"): _clip_bounds_check,
+    ("ai.onnx", "Transpose"): _transpose_rank_check,
+    ("ai.graphcore", "ReduceMedian"): _reduce_median_axes_check}
 
 
 def session_output_types(node: Any, outputs: list[Any]) -> list[Any]:
@@ -249,8 +280,23 @@ def session_check(node: Any, version: int, values: list[Any]) -> None:
     the rule of opset ``version``. ``values`` are its inputs: a NumPy array where the
     value is known when the model is built (weights included), a tensor where it is
     not, None where the input is absent."""
-    if node.domain in ("", "ai.onnx") and node.op_type in _SESSION_CHECKS:
-        _SESSION_CHECKS[node.op_type](node, version, values)
+    check = _SESSION_CHECKS.get((node.domain or "ai.onnx", node.op_type))
+    if check is not None:
+        check(node, version, values)
+
+
+def unknown_input_shape_message(info: Any) -> str | None:
+    """PopART's message for graph input ``info`` (an ``onnx.ValueInfoProto`` that no
+    ``InputShapeInfo`` gives a shape) when a dimension is unknown: named (``dim_param``),
+    missing, or negative. None when every dimension is known."""
+    dims = [dim.dim_param if dim.dim_param else str(dim.dim_value)
+            if dim.HasField("dim_value") else "?"
+            for dim in info.type.tensor_type.shape.dim]
+    unknown = [d for d in dims if not d.isdigit()]
+    if not unknown:
+        return None
+    return (f"Input tensor '{info.name}' must be specified in InputShapeInfo, as it has "
+            f"shape {_dims(dims)}, which uses an unknown value '{unknown[0]}'.")
 
 
 # The inputs whose value PopART's ops read to work out their output shape.

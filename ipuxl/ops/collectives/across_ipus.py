@@ -52,21 +52,31 @@ def _lower_all_reduce(*xs: jax.Array, op: str) -> jax.Array:
     return reduce_stacked(jnp.stack(xs), op)
 
 
-def _lower_identical_inputs(*xs: jax.Array, index: int) -> jax.Array:
+def _lower_identical_inputs(*xs: jax.Array, index: int, op: str = "add") -> jax.Array:
     # The value of input `index`; every input's gradient is this output's gradient, so the
-    # gradients of all the outputs add up on every input.
+    # gradients of all the outputs add up on every input (`mean`: each is divided by the
+    # number of inputs first). The other reductions have no gradient, as in PopXL.
+    def backward(_: Any, grad: jax.Array) -> tuple[jax.Array, ...]:
+        if op not in ("add", "mean"):
+            raise NotImplementedError(
+                f"all_reduce_identical_inputs with op={op!r} has no gradient: PopXL "
+                "differentiates op='add' (and ipuxl 'mean'). Use op='add' in graphs you "
+                "differentiate.")
+        share = grad / len(xs) if op == "mean" else grad
+        return (share,) * len(xs)
+
     function = jax.custom_vjp(lambda *xs: xs[index])
-    function.defvjp(lambda *xs: (xs[index], None), lambda _, grad: (grad,) * len(xs))
+    function.defvjp(lambda *xs: (xs[index], None), backward)
     return function(*xs)
 
 
-def _lower_identical_grad_inputs(*xs: jax.Array, index: int) -> jax.Array:
-    # The sum of the inputs; only input `index` gets this output's gradient.
+def _lower_identical_grad_inputs(*xs: jax.Array, index: int, op: str = "add") -> jax.Array:
+    # The reduction of the inputs; only input `index` gets this output's gradient.
     def backward(_: Any, grad: jax.Array) -> tuple[jax.Array, ...]:
         return tuple(grad if k == index else jnp.zeros_like(grad) for k in range(len(xs)))
 
     def total(*xs: jax.Array) -> jax.Array:
-        return reduce_stacked(jnp.stack(xs), "add")
+        return reduce_stacked(jnp.stack(xs), op)
 
     function = jax.custom_vjp(total)
     function.defvjp(lambda *xs: (total(*xs), None), backward)
@@ -118,32 +128,36 @@ def all_reduce(ts: Sequence[Tensor], ipus: Sequence[int] | None = None, op: str 
     return _apply(_ALL_REDUCE, ts, ipus, lambda k: {"op": op})
 
 
-def all_reduce_identical_inputs(ts: Sequence[Tensor], ipus: Sequence[int] | None = None
-                                ) -> list[Tensor]:
-    """The inputs unchanged, with an all-reduce (sum) of their gradients: for tensors that
+def all_reduce_identical_inputs(ts: Sequence[Tensor], ipus: Sequence[int] | None = None,
+                                op: str = "add") -> list[Tensor]:
+    """The inputs unchanged, with an all-reduce of their gradients: for tensors that
     already hold the same value on every IPU, whose uses on each IPU all contribute to the
     gradient.
 
-    Args, Raises: as for :func:`all_reduce` (the op is ``add``).
+    Args, Raises: as for :func:`all_reduce`. ``op`` reduces the gradients: ``add`` or
+    ``mean`` (the others are accepted, as PopXL accepts them, but have no gradient:
+    differentiating them raises NotImplementedError).
 
     Returns:
         Output ``k``, on IPU ``ipus[k]``: ``ts[k]``; its gradient reaches every input.
     """
-    return _apply(_IDENTICAL_INPUTS, ts, ipus, lambda k: {"index": k})
+    op = reduce_op(op)
+    return _apply(_IDENTICAL_INPUTS, ts, ipus, lambda k: {"index": k, "op": op})
 
 
-def all_reduce_identical_grad_inputs(ts: Sequence[Tensor], ipus: Sequence[int] | None = None
-                                     ) -> list[Tensor]:
-    """The sum of the inputs on every IPU, with the gradients passed back unchanged: for
-    partial results whose gradients already hold the same value on every IPU.
+def all_reduce_identical_grad_inputs(ts: Sequence[Tensor], ipus: Sequence[int] | None = None,
+                                     op: str = "add") -> list[Tensor]:
+    """The reduction of the inputs on every IPU, with the gradients passed back unchanged:
+    for partial results whose gradients already hold the same value on every IPU.
 
-    Args, Raises: as for :func:`all_reduce` (the op is ``add``).
+    Args, Raises: as for :func:`all_reduce`.
 
     Returns:
-        Output ``k``, on IPU ``ipus[k]``: the sum of ``ts``; its gradient reaches
-        ``ts[k]`` only.
+        Output ``k``, on IPU ``ipus[k]``: the reduction (``op``) of ``ts``; its gradient
+        reaches ``ts[k]`` only.
     """
-    return _apply(_IDENTICAL_GRAD_INPUTS, ts, ipus, lambda k: {"index": k})
+    op = reduce_op(op)
+    return _apply(_IDENTICAL_GRAD_INPUTS, ts, ipus, lambda k: {"index": k, "op": op})
 
 
 def _apply(opdef: OpDef, ts: Sequence[Tensor], ipus: Sequence[int] | None,

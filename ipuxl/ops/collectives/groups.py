@@ -34,6 +34,10 @@ class CommGroupType(Enum):
     Orthogonal = 2
     Ungrouped = 3
 
+    def __int__(self) -> int:
+        """PopART's enums convert to their value: ``int(CommGroupType.Consecutive)``."""
+        return self.value
+
 
 @dataclass(frozen=True)
 class CommGroup:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from ipuxl.execution_context import ExecutionContext
 from ipuxl.ops.collectives.collectives import CollectiveOperator
+from ipuxl.popart.debug_context import DebugContext, DebugInfo, SourceLocation
 from ipuxl.popart.tensor_info import DataType, TensorInfo
 from ipuxl.replica_grouping import PopartReplicaGrouping as ReplicaGrouping
 
@@ -46,4 +47,5 @@ __all__ = ["Ir", "Graph", "GraphId", "Op", "Tensor", "Consumers", "TensorType", 
            "TopoCons", "ExecutionContext", "BwdGraphInfo", "ExpectedConnection",
            "ExpectedConnectionType", "op", "patterns", "view", "grad_graph_info_from_pb",
            "pb_expected_connection", "OptionalFloat", "CollectiveOperator",
-           "Settings", "TileSet", "ReplicaGrouping"]
+           "Settings", "TileSet", "ReplicaGrouping", "DebugContext", "DebugInfo",
+           "SourceLocation"]

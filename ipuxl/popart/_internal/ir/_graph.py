@@ -111,6 +111,22 @@ class Ir:
             )
         return graph_view(self._object._new_graph(key))
 
+    def removeIsolatedGraphs(self) -> None:  # noqa: N802
+        """Remove the subgraphs that the main graph never calls, directly or through other
+        subgraphs (graphs made for an op that was not built, or left unused)."""
+        reached = {self._object.main_graph}
+        pending = [self._object.main_graph]
+        while pending:
+            for called in pending.pop().called_graphs:
+                if called not in reached:
+                    reached.add(called)
+                    pending.append(called)
+        isolated = [g.id for g in self._object.graphs if g not in reached]
+        for graph_id in isolated:
+            del self._object._graphs[graph_id]  # the Ir has no public way to drop a graph
+        if isolated:
+            self._object._edited()
+
     # ----------------------------------------------------------------- options, patterns
     def getSessionOptions(self) -> Any:  # noqa: N802
         """The Ir's ``popart.SessionOptions``: the same object on every call."""
