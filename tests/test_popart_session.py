@@ -173,8 +173,10 @@ def test_training_matches_numpy_over_accumulation_and_replication(accumulation, 
                                last if replicas > 1 else last[0], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(anchors["y"], y_sum.reshape(anchors["y"].shape), rtol=1e-5,
                                atol=1e-6)
-    every_second = ms[1::2]  # EVERYN(2) over 2 batches: batch 1, [1, accl, repl, 2, 4]
-    assert anchors["m"].shape == tuple(d for d in every_second.shape[1:3] if d > 1) + (2, 4)
+    # EVERYN(2): every second micro-batch of the step (PopART counts micro-batches).
+    every_second = ms.reshape(-1, *ms.shape[2:])[1::2]
+    assert anchors["m"].shape == tuple(
+        d for d in (steps // 2, accumulation, replicas) if d > 1) + (2, 4)
     np.testing.assert_allclose(anchors["m"], every_second.reshape(anchors["m"].shape),
                                rtol=1e-5, atol=1e-6)
 

@@ -45,6 +45,7 @@ from ipuxl.popart.session_checks import check_engine_options, check_step_inputs
 from ipuxl.popart.session_cycles import SessionCycles
 from ipuxl.popart.session_random import SessionRandomness
 from ipuxl.popart.stepio import PyStepIO, PyStepIOCallback, PyWeightsIO
+from ipuxl.popart.stream_layout import input_stream, input_streams
 
 _DEVICE_LOG = logging.getLogger("popart.devicex")
 
@@ -76,6 +77,7 @@ class _Session(SessionRandomness, SessionCycles):
             loss=loss, losses=losses, optimizer=optimizer)
         self.replicationFactor = self._program.plan.replicas  # noqa: N815
         self.accumulationFactor = self._program.plan.accumulation  # noqa: N815
+        self._streams = input_streams(self._program)
         self._host_weights = {name: np.array(v._data) for name, v in
                               self._program.weights.items()}
         # The host's copy of the optimizer state (Accl___<weight>...), as PopART keeps one.
@@ -142,9 +144,12 @@ class _Session(SessionRandomness, SessionCycles):
         that ``ipuxl.runtime`` serves (PopART writes a PopEF file here; see
         ``docs/runtime.md``). The package's stream anchors are the model's inputs and
         anchors, in the Ir's per-step layout."""
+        from ipuxl.session_export import executable_path
+
+        path = executable_path(executablePath, str(self.deviceInfo.type))
         self.prepareDevice()
         with self._lock:
-            self._session.save(executablePath)
+            self._session.save(path)
 
     def _serializeIr(self, format: Any) -> str:  # noqa: N802, A002 - PopART's names
         """The program as PopART's IR JSON (see :mod:`ipuxl.popart.ir_json`); ``format``
@@ -205,8 +210,8 @@ class _Session(SessionRandomness, SessionCycles):
                     "Must call weightsFromHost before run as the model has initializers and "
                     "the session has been created in training mode")
             if isinstance(stepio, PyStepIOCallback):
-                feed = {self._program.inputs[n]: self._gather_callback(stepio, n)
-                        for n in self._program.inputs}
+                feed = {self._program.inputs[n]: stream.from_callback(stepio)
+                        for n, stream in self._streams.items()}
             elif isinstance(stepio, PyStepIO):
                 if stepio.runtime_asserts:
                     # PopART's ONNX inputs: the graph's inputs, initialized ones included
@@ -215,8 +220,8 @@ class _Session(SessionRandomness, SessionCycles):
                                       self._input_elements)
                 for anchor in self._program.anchors:
                     self._anchor_array(stepio, anchor)
-                feed = {stream: self._input_array(stepio, name)
-                        for name, stream in self._program.inputs.items()}
+                feed = {self._program.inputs[n]: stream.from_stepio(stepio)
+                        for n, stream in self._streams.items()}
             else:
                 raise TypeError("run takes a popart.PyStepIO or popart.PyStepIOCallback, got "
                                 f"{type(stepio).__name__}.")
@@ -232,68 +237,19 @@ class _Session(SessionRandomness, SessionCycles):
                 else:
                     self._write_anchor(stepio, anchor, value)
 
-    def _micro_layout(self, name: str) -> tuple[int, ...]:
-        plan = self._program.plan
-        shape, _ = self._program.infos[name]
-        return (plan.micro_batches, plan.replicas, *shape)
-
-    def _session_layout(self, array: np.ndarray, name: str) -> np.ndarray:
-        nht, replicas, *shape = self._micro_layout(name)
-        lead = [d for d in (nht, replicas) if d > 1]
-        return array.reshape(tuple(lead) + tuple(shape))
-
     def _input_elements(self, name: str) -> tuple[int, str]:
         """How many elements a step's array for input ``name`` has, and how it is laid
-        out (for messages)."""
-        plan = self._program.plan
-        layout = self._micro_layout(name)
-        return int(np.prod(layout)), (
-            f"The input of a step is [batchesPerStep={plan.batches_per_step}, "
-            f"accumulationFactor={plan.accumulation}, replicationFactor={plan.replicas}, "
-            f"*{list(layout[2:])}] with the dimensions of size 1 left out.")
-
-    def _input_array(self, stepio: PyStepIO, name: str) -> np.ndarray:
-        if name not in stepio.inputs:
-            raise popart_exception(
-                f"No input data for tensor {name!r} in the PyStepIO: give every model input "
-                f"({sorted(self._program.inputs)}).")
-        _, dtype = self._program.infos[name]
-        array = stepio.inputs[name]
-        expected, layout = self._input_elements(name)
-        if array.size != expected:
-            raise popart_exception(
-                f"Unexpected number of input elements for Tensor {name}. Expected {expected}, "
-                f"but received {array.size}. {layout}")
-        array = cast(array, dtype.as_numpy(), f"PyStepIO input {name!r}",
-                     f"The model's tensor is {dtype.as_numpy()}: convert the data first.")
-        return self._session_layout(np.ascontiguousarray(array), name)
-
-    def _gather_callback(self, stepio: PyStepIOCallback, name: str) -> np.ndarray:
-        nht, replicas, *shape = self._micro_layout(name)
-        _, dtype = self._program.infos[name]
-        slots = []
-        what = f"input_callback({name!r}, False)"
-        for _ in range(nht * replicas):
-            data = stepio.input_callback(name, False)
-            if data is None:
-                raise TypeError(f"{what} returned None: return a numpy array of one "
-                                f"micro-batch ({shape}).")
-            data = cast(np.asarray(data), dtype.as_numpy(), what,
-                        f"The model's tensor is {dtype.as_numpy()}: convert the data first.")
-            if data.size != int(np.prod(shape)):
-                raise popart_exception(f"input_callback for {name!r} returned "
-                                       f"{list(data.shape)}, expected {shape}.")
-            slots.append(data.reshape(shape))
-            stepio.input_complete_callback(name)
-        return self._session_layout(np.stack(slots), name)
+        out (for messages): :mod:`ipuxl.popart.stream_layout`."""
+        stream = self._streams.get(name) or input_stream(self._program, name)
+        return stream.elements, stream.layout()
 
     def _anchor_value(self, anchor: str, data: np.ndarray) -> np.ndarray:
         plan = self._program.plan
         shape, _ = self._program.infos[anchor]
         data = data.reshape(plan.batches_per_step, plan.accumulation, plan.replicas, *shape)
         art = self.dataFlow.art(anchor)
-        if art.id() is AnchorReturnTypeId.EveryN:
-            data = data[art.rp() - 1::art.rp()]
+        if art.id() is AnchorReturnTypeId.EveryN:  # every N-th micro-batch of the step
+            data = data.reshape(-1, plan.replicas, *shape)[art.rp() - 1::art.rp()]
         elif art.id() is AnchorReturnTypeId.Final:
             data = data[-1, -1]
         elif art.id() is AnchorReturnTypeId.Sum:

@@ -1,8 +1,10 @@
 """The data of one ``session.run``: ``PyStepIO``, ``PyStepIOCallback``, ``PyWeightsIO``.
 
 ``PyStepIO(inputs, outputs)`` holds, per input tensor id, a NumPy array of the whole
-step (``[bps, accl, repl, *shape]``, size-1 dimensions left out) and, per anchor, the
-array ``run`` fills (``session.initAnchorArrays()`` makes them). ``PyStepIOCallback``
+step (``[bps, accl, repl, *shape]``, size-1 dimensions left out; no ``repl`` for a
+broadcast input, :mod:`ipuxl.popart.stream_layout`) and, per anchor, the array ``run``
+fills (``session.initAnchorArrays()`` makes them). Like PopART's, it remembers where each
+input's reading stopped (:meth:`PyStepIO.read_input`). ``PyStepIOCallback``
 asks for each micro-batch's input and hands over each output through four callbacks,
 as PopART's does. ``PyWeightsIO`` names the host arrays ``readWeights``/``writeWeights``
 copy weights into and out of.
@@ -56,6 +58,35 @@ class PyStepIO(StepIOBase):
             _check_writeable(array, f"PyStepIO: the array of anchor {name!r}",
                              "Use session.initAnchorArrays() to make the anchor arrays.")
         self.outputs = dict(outputs)
+        self._offsets = dict.fromkeys(self.inputs, 0)
+
+    def read_input(self, name: str, fetches: int, fetch_elements: int) -> np.ndarray:
+        """The next ``fetches`` micro-batches of ``fetch_elements`` elements of input
+        ``name``, flat, read as PopART's does: from where the last run stopped, wrapping
+        around to the start of the array when its end is reached exactly. An array of
+        exactly one step's elements (what the runtime asserts check) is read whole by
+        every run; with the asserts off, a shorter array repeats within a step and a
+        longer one goes on where the previous step stopped.
+
+        Raises:
+            popart_exception: the array does not hold a whole number of micro-batches
+                (PopART would read past its end).
+        """
+        data = self.inputs[name].reshape(-1)
+        if fetch_elements == 0:
+            return data[:0]
+        stored, rest = divmod(data.size, fetch_elements)
+        if rest or not stored:
+            raise popart_exception(
+                f"PyStepIO input {name!r} has {data.size} elements, not a whole number of "
+                f"micro-batches of {fetch_elements} elements: the stream reads the array one "
+                "micro-batch at a time and wraps around at its end, so it would read past "
+                "it. Give a multiple of the micro-batch's elements (with the runtime asserts "
+                "on, exactly one step's).")
+        start = self._offsets[name] // fetch_elements
+        order = (start + np.arange(fetches)) % stored
+        self._offsets[name] = int((start + fetches) % stored) * fetch_elements
+        return data.reshape(stored, fetch_elements)[order].reshape(-1)
 
 
 class PyStepIOCallback(StepIOBase):
