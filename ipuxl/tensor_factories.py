@@ -90,8 +90,9 @@ def variable(
     if retrieval_mode is None:
         retrieval_mode = "one_per_group"
     if isinstance(retrieval_mode, VariableRetrievalMode):  # PopART's enum
-        retrieval_mode = ("one_per_group" if retrieval_mode is VariableRetrievalMode.OnePerGroup
-                          else "all_replicas")
+        retrieval_mode = {VariableRetrievalMode.OnePerGroup: "one_per_group",
+                          VariableRetrievalMode.AllReplicas: "all_replicas"}.get(
+                              retrieval_mode, retrieval_mode.name)
     if retrieval_mode not in _RETRIEVAL_MODES:
         raise ValueError(
             f"Invalid retrieval_mode: {retrieval_mode!r}. Use one of {_RETRIEVAL_MODES}."

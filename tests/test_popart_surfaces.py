@@ -268,3 +268,12 @@ def test_executable_path(tmp_path):
         executable_path(tmp_path, "ipu-model")
     with pytest.raises(TypeError, match="compileAndExport takes the path"):
         executable_path(3, "cpu")
+
+
+def test_variable_retrieval_modes_have_popart_values():
+    modes = popart.VariableRetrievalMode
+    assert [modes.OnePerGroup.value, modes.AllReduceReplicas.value,
+            modes.AllReplicas.value] == [0, 1, 2]
+    with popxl.Ir().main_graph:
+        with pytest.raises(ValueError, match=r"Invalid retrieval_mode: 'AllReduceReplicas'"):
+            popxl.variable(np.zeros(2, np.float32), retrieval_mode=modes.AllReduceReplicas)

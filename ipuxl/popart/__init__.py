@@ -73,11 +73,27 @@ class VariableRetrievalMode(Enum):
     ``retrieval_mode`` strings ``"one_per_group"`` and ``"all_replicas"``)."""
 
     OnePerGroup = 0  # noqa: N815 - PopART's names
-    AllReplicas = 1  # noqa: N815
+    AllReduceReplicas = 1  # noqa: N815 - PopART declares it but does not support it
+    AllReplicas = 2  # noqa: N815
 
 
 # name -> module that defines it (imported on first use).
 _LAZY = {
+    "reservedCounterPrefix": "ipuxl.popart.names",
+    "reservedFinalReducedGradPrefix": "ipuxl.popart.names",
+    "reservedDefaultStepPrefix": "ipuxl.popart.names",
+    "reservedSpecificStepPrefix": "ipuxl.popart.names",
+    "reservedSpecificScaledLearningRate0Prefix": "ipuxl.popart.names",
+    "reservedSpecificWeightDecayScaleFactor0Prefix": "ipuxl.popart.names",
+    "reservedDefaultScaledLearningRate1Prefix": "ipuxl.popart.names",
+    "reservedSpecificScaledLearningRate1Prefix": "ipuxl.popart.names",
+    "reservedDefaultScaledWeightDecay1Prefix": "ipuxl.popart.names",
+    "reservedSpecificScaledWeightDecay1Prefix": "ipuxl.popart.names",
+    "reservedSpecificDampeningScaleFactor1Prefix": "ipuxl.popart.names",
+    "reservedSpecificScaledMomentum1Prefix": "ipuxl.popart.names",
+    "reservedSpecificLearningRatePrefix": "ipuxl.popart.names",
+    "reservedSpecificWeightDecayPrefix": "ipuxl.popart.names",
+    "reservedSpecificLossScalingPrefix": "ipuxl.popart.names",
     "VirtualGraphMode": "ipuxl.session_options",
     "CommGroup": "ipuxl.ops.collectives.groups",
     "CollectiveOperator": "ipuxl.ops.collectives.collectives",

@@ -290,11 +290,13 @@ class Builder(AnnotationsMixin):
         return name
 
     def addOutputTensor(self, outputName: str) -> None:  # noqa: N802,N803 - PopART's names
-        """Make ``outputName`` a graph output."""
+        """Make ``outputName`` a graph output. A subgraph may list one tensor twice, as
+        PopART appends on every call (a ``Loop`` body's carried value that is also a scan
+        output); the main graph lists each output once."""
         import onnx
 
         self._check_tensor(outputName, "addOutputTensor")
-        if outputName in [o.name for o in self._model.graph.output]:
+        if self._parent is None and outputName in [o.name for o in self._model.graph.output]:
             return
         self._model.graph.output.append(onnx.ValueInfoProto(name=outputName))
         self._changed()

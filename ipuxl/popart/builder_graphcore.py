@@ -272,26 +272,29 @@ class AiGraphcoreOpset1(IndexingOpsMixin, NnOpsMixin):
 
     def dynamicslice(self, args: list[str], axes: list[int], sizes: list[int],
                      noOverlap: int = 0, debugContext: Any = "") -> str:  # noqa: N803
-        """``args = [x, offset]``: the window of ``sizes`` at ``offset`` along ``axes``."""
-        return self._dynamic("DynamicSlice", args, axes, sizes, noOverlap, debugContext, 2)
+        """``args = [x, offset]``: the window of ``sizes`` at ``offset`` along ``axes``;
+        ``[x, offset, slice]`` gives the window the shape of ``slice`` (a tensor of as
+        many elements, from ``aiGraphcore.init``, that PopART writes the window into)."""
+        return self._dynamic("DynamicSlice", args, axes, sizes, noOverlap, debugContext,
+                             (2, 3))
 
     def dynamicupdate(self, args: list[str], axes: list[int], sizes: list[int],
                       noOverlap: int = 0, debugContext: Any = "") -> str:  # noqa: N803
         """``args = [x, offset, update]``: ``x`` with the window replaced by ``update``."""
-        return self._dynamic("DynamicUpdate", args, axes, sizes, noOverlap, debugContext, 3)
+        return self._dynamic("DynamicUpdate", args, axes, sizes, noOverlap, debugContext, (3, 3))
 
     def dynamiczero(self, args: list[str], axes: list[int], sizes: list[int],
                     debugContext: Any = "") -> str:  # noqa: N803
         """``args = [x, offset]``: ``x`` with the window set to zero."""
-        return self._dynamic("DynamicZero", args, axes, sizes, None, debugContext, 2)
+        return self._dynamic("DynamicZero", args, axes, sizes, None, debugContext, (2, 2))
 
     def dynamicadd(self, args: list[str], axes: list[int], sizes: list[int],
                    debugContext: Any = "") -> str:  # noqa: N803
         """``args = [x, offset, update]``: ``x`` with ``update`` added to the window."""
-        return self._dynamic("DynamicAdd", args, axes, sizes, None, debugContext, 3)
+        return self._dynamic("DynamicAdd", args, axes, sizes, None, debugContext, (3, 3))
 
     def _dynamic(self, op_type: str, args: Any, axes: Any, sizes: Any, no_overlap: Any,
-                 debug: Any, arity: int) -> str:
+                 debug: Any, arity: tuple[int, int]) -> str:
         method = op_type.lower()
         axes, sizes = _ints("axes", axes, method), _ints("sizes", sizes, method)
         if len(axes) != len(sizes):
@@ -300,7 +303,7 @@ class AiGraphcoreOpset1(IndexingOpsMixin, NnOpsMixin):
         attributes = {"axes": axes, "sizes": sizes,
                       "noOverlap": None if no_overlap is None else
                       _flag("noOverlap", no_overlap, method)}
-        return self._node(op_type, args, attributes, inputs=(arity, arity), debug=debug)[0]
+        return self._node(op_type, args, attributes, inputs=arity, debug=debug)[0]
 
     # ------------------------------------------------------------------ plumbing
     def printtensor(self, args: list[str], print_gradient: int = 1,  # noqa: PLR0913

@@ -53,13 +53,19 @@ def infer_types(model: Any) -> Types:
         _collect(inferred.graph, types)
         learnt = False
         for node in model.graph.node:
-            if node.domain in ("", "ai.onnx"):
+            onnx_node = node.domain in ("", "ai.onnx")
+            if onnx_node and node.op_type not in _ONNX_GAPS:
                 continue
             if all(not o or o in types for o in node.output):
                 continue
             if any(i and i not in types for i in node.input):
                 continue
-            results = _custom_node_types(node, types, opsets.get(node.domain, 1))
+            if onnx_node:
+                results = _ONNX_GAPS[node.op_type](node, types, opsets)
+            elif node.op_type == "Call":
+                results = _call_types(node, types, opsets)
+            else:
+                results = _custom_node_types(node, types, opsets.get(node.domain, 1))
             for name, (shape, dtype) in zip(node.output, results or ()):
                 if name and name not in types:
                     elem_type = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
@@ -70,6 +76,73 @@ def infer_types(model: Any) -> Types:
         if not learnt:
             break
     return types
+
+
+def _batchnorm_types(node: Any, types: Types, opsets: dict[str, int]
+                     ) -> list[tuple[tuple[int, ...], Any]]:
+    """``BatchNormalization``'s outputs, which ONNX inference leaves untyped before
+    opset 14 but for ``Y``: ``Y`` has the input's type, and the running and saved mean
+    and variance (PopART makes all four) the shape of ``scale``, one value per channel."""
+    from onnx import helper
+
+    dtype = helper.tensor_dtype_to_np_dtype(types[node.input[0]][1])
+    channel = tuple(types[node.input[1]][0])
+    return [(tuple(types[node.input[0]][0]), dtype)] + \
+        [(channel, dtype)] * (len(node.output) - 1)
+
+
+def _graph_types(graph: Any, types: Types, opsets: dict[str, int],
+                 inputs: list[str]) -> list[tuple[list[int], int]] | None:
+    """The output types of subgraph ``graph``, its inputs typed as the parent tensors
+    ``inputs`` (by position); None when one is unknown. The parent tensors its nodes
+    read by name are typed as well."""
+    from onnx import helper
+
+    graph = type(graph).FromString(graph.SerializeToString())
+    for info, parent in zip(graph.input, inputs):
+        if parent not in types:
+            return None
+        shape, elem_type = types[parent]
+        info.CopyFrom(helper.make_tensor_value_info(info.name, elem_type, shape))
+    parent_names = {i.name for i in graph.input} | {t.name for t in graph.initializer}
+    for name in _free_inputs(graph, parent_names):
+        if name in types:
+            shape, elem_type = types[name]
+            graph.input.append(helper.make_tensor_value_info(name, elem_type, shape))
+    model = helper.make_model(graph, opset_imports=[
+        helper.make_opsetid("" if domain == "ai.onnx" else domain, version)
+        for domain, version in opsets.items()])
+    inner = infer_types(model)
+    if any(o.name not in inner for o in graph.output):
+        return None
+    return [inner[o.name] for o in graph.output]
+
+
+def _free_inputs(graph: Any, defined: set[str]) -> list[str]:
+    """The names ``graph``'s nodes read that nothing in it defines (parent tensors)."""
+    made = set(defined)
+    free = []
+    for node in graph.node:
+        free += [i for i in node.input if i and i not in made and i not in free]
+        made.update(node.output)
+    return free
+
+
+def _call_types(node: Any, types: Types, opsets: dict[str, int]
+                ) -> list[tuple[tuple[int, ...], Any]] | None:
+    """``Call``'s outputs: the callee's output types, its inputs typed as the node's."""
+    from onnx import helper
+
+    callee = next(a.g for a in node.attribute if a.name == "callee")
+    outputs = _graph_types(callee, types, opsets, list(node.input))
+    if outputs is None:
+        return None
+    return [(tuple(shape), helper.tensor_dtype_to_np_dtype(dtype)) for shape, dtype in outputs]
+
+
+# ai.onnx nodes whose outputs ONNX shape inference leaves untyped but PopART's Builder
+# types (an ai.graphcore ``Call`` is typed by :func:`_call_types`).
+_ONNX_GAPS = {"BatchNormalization": _batchnorm_types}
 
 
 def _loss_shape(label_index: int) -> Any:

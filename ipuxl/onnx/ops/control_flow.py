@@ -3,8 +3,9 @@
 * ``If``: a condition known at import time imports only the taken branch, inline. A
   condition computed at run time imports both branches as ipuxl subgraphs and runs them
   with ipuxl's ``conditional`` (``lax.cond``); outer values the branches read become
-  explicit inputs. Both branches must then return values of one structure, dtype and
-  shape; when they do not (an empty optional on one side, different shapes),
+  explicit inputs (so do the inputs PopART's Builder declares on a branch, which name
+  the outer tensors it reads). Both branches must then return values of one structure,
+  dtype and shape; when they do not (an empty optional on one side, different shapes),
   :class:`~ipuxl.onnx.importer.NeedsValueError` asks for the condition's value (the ONNX
   backend then specialises the model on it).
 * ``Loop`` and ``Scan``: see :mod:`ipuxl.onnx.ops.control_loops` (ipuxl ``repeat`` over
@@ -52,7 +53,7 @@ def if_(ctx: Any) -> list[Any]:
 def _conditional(ctx: Any, cond: Tensor, then_graph: Any, else_graph: Any) -> list[Any]:
     from ipuxl import dtypes, ops
 
-    scope = captured(ctx, [then_graph, else_graph])
+    scope = captured(ctx, [then_graph, else_graph], inputs_by_name=True)
     names = [name for name, _ in scope]
 
     def branch(graph: Any) -> Any:

@@ -408,17 +408,44 @@ _SCAN_ATTRIBUTES = ("body", "num_scan_inputs", "scan_input_axes", "scan_input_di
 
 @onnx_converter("Scan", since=(9, 11, 16, 19, 21, 23, 24, 25), attributes=_SCAN_ATTRIBUTES)
 def scan(ctx: Any) -> list[Any]:
+    """ONNX's Scan; in a PopART session with PopART's shapes (see :func:`_popart_scan`)."""
     m = int(ctx.attrs["num_scan_inputs"])
     inputs = list(ctx.inputs)
     states, xs = inputs[:len(inputs) - m], inputs[len(inputs) - m:]
     axes = list(ctx.attrs.get("scan_input_axes") or [0] * m)
     xs = [_move_axis(x, _axis(ctx, a, _rank(x)), 0) for x, a in zip(xs, axes)]
+    popart = bool(getattr(ctx.importer, "popart", False))
+    if popart:
+        xs = [_reshape(x, (x.shape[0], 1)) if _rank(x) == 1 else x for x in xs]
     finals, stacked = _scan(ctx, states, xs, list(ctx.attrs.get("scan_input_directions") or
                                                   [0] * m),
                             list(ctx.attrs.get("scan_output_directions") or []))
     out_axes = list(ctx.attrs.get("scan_output_axes") or [0] * len(stacked))
+    if popart:
+        return [*finals, *_popart_scan(ctx, stacked, out_axes)]
     stacked = [_move_axis(y, 0, _axis(ctx, a, _rank(y))) for y, a in zip(stacked, out_axes)]
     return [*finals, *stacked]
+
+
+def _popart_scan(ctx: Any, stacked: list[Any], axes: list[int]) -> list[Any]:
+    """PopART's Scan outputs: the iterations' values *concatenated* along the scan output
+    axis, an axis of the body's output (``[8, 64, 1]`` per iteration, axis 1, 16
+    iterations: ``[8, 1024, 1]``), where ONNX stacks them on a new axis (``[8, 16, 64,
+    1]``). A rank-1 scan input gives the body ``[1]`` slices (ONNX: scalars), so a
+    ``Concat`` of two slices is valid. A scalar body output, which PopART cannot
+    concatenate, is stacked as ONNX says."""
+    outputs = []
+    for y, a in zip(stacked, axes):
+        rank = _rank(y) - 1
+        if rank == 0:
+            outputs.append(y)
+            continue
+        axis = _axis(ctx, a, rank)
+        moved = _move_axis(y, 0, axis)
+        shape = list(moved.shape)
+        shape[axis:axis + 2] = [shape[axis] * shape[axis + 1]]
+        outputs.append(_reshape(moved, tuple(shape)))
+    return outputs
 
 
 @onnx_converter("Scan", since=8, attributes=("body", "num_scan_inputs", "directions"))
@@ -468,6 +495,14 @@ def _axis(ctx: Any, axis: int, rank: int) -> int:
     if not -rank <= int(axis) < rank:
         raise node_error(ctx, f"axis {axis} is out of range for rank {rank}.")
     return int(axis) % rank
+
+
+def _reshape(x: Any, shape: tuple[int, ...]) -> Any:
+    if isinstance(x, Tensor):
+        from ipuxl import ops
+
+        return ops.reshape(x, shape)
+    return np.reshape(np.asarray(x), shape)
 
 
 def _move_axis(x: Any, source: int, destination: int) -> Any:

@@ -214,11 +214,17 @@ def trace(ctx: Any, label: str, args: Sequence[tuple[str, Any]],
     return Traced(graph, structure)
 
 
-def captured(ctx: Any, graphs: Sequence[Any]) -> list[tuple[str, Any]]:
+def captured(ctx: Any, graphs: Sequence[Any], inputs_by_name: bool = False
+             ) -> list[tuple[str, Any]]:
     """The outer values ``graphs`` read that hold tensors of the current graph: they
-    must be passed into a traced subgraph as inputs (known values are read directly)."""
+    must be passed into a traced subgraph as inputs (known values are read directly).
+    ``inputs_by_name``: the graphs' declared inputs are outer values of the same names
+    as well (an ``If`` branch takes no inputs in ONNX; PopART's Builder declares the
+    parent tensors a branch reads as its inputs, ``addInputTensorFromParentGraph``)."""
     names: dict[str, None] = {}
     for graph in graphs:
+        if inputs_by_name:
+            names.update(dict.fromkeys(i.name for i in graph.input))
         names.update(dict.fromkeys(free_names(graph)))
     return [(name, ctx.env[name]) for name in names
             if name in ctx.env and tensor_leaves(ctx.env[name])]

@@ -275,6 +275,9 @@ def init(*, shape: tuple[int, ...], data_type: int, init_type: int = 1,
 
 
 def _starts(x: Any, offset: Any, axes: tuple[int, ...]) -> list[Any]:
+    """The window's start on every axis of ``x``: ``offset`` (one per axis of ``axes``;
+    a scalar offset for one axis as well) on ``axes``, 0 elsewhere."""
+    offset = jnp.reshape(offset, (-1,))
     starts: list[Any] = [jnp.zeros((), jnp.int32)] * x.ndim
     for i, axis in enumerate(axes):
         starts[int(axis) % x.ndim] = offset[i].astype(jnp.int32)
@@ -288,16 +291,30 @@ def _window(x: Any, axes: tuple[int, ...], sizes: tuple[int, ...]) -> list[int]:
     return window
 
 
+def _as_window(x: Any, update: Any, axes: tuple[int, ...], sizes: tuple[int, ...]) -> Any:
+    """``update`` in ``x``'s type and the window's shape: PopART takes an update of the
+    window's elements in another shape (a leading window axis of size 1 left out)."""
+    window = _window(x, axes, sizes)
+    return jnp.reshape(update, window).astype(x.dtype)
+
+
 @onnx_op("DynamicSlice", domain=GRAPHCORE, kind="copy")
-def dynamic_slice(x: Any, offset: Any, *, axes: tuple[int, ...], sizes: tuple[int, ...],
-                  noOverlap: int = 0) -> Any:  # noqa: N803 - PopART's name
-    return jax.lax.dynamic_slice(x, _starts(x, offset, axes), _window(x, axes, sizes))
+def dynamic_slice(x: Any, offset: Any, slice_input: Any = None, *, axes: tuple[int, ...],
+                  sizes: tuple[int, ...], noOverlap: int = 0) -> Any:  # noqa: N803
+    """The window of ``sizes`` at ``offset`` on ``axes``. With the optional third input
+    (the tensor PopART writes the slice into), the window takes its shape: the same
+    elements, a leading window axis of size 1 left out, say."""
+    window = jax.lax.dynamic_slice(x, _starts(x, offset, axes), _window(x, axes, sizes))
+    if slice_input is None:
+        return window
+    return jnp.reshape(window, slice_input.shape).astype(slice_input.dtype)
 
 
 @onnx_op("DynamicUpdate", domain=GRAPHCORE, kind="copy")
 def dynamic_update(x: Any, offset: Any, update: Any, *, axes: tuple[int, ...],
                    sizes: tuple[int, ...], noOverlap: int = 0) -> Any:  # noqa: N803
-    return jax.lax.dynamic_update_slice(x, update.astype(x.dtype), _starts(x, offset, axes))
+    return jax.lax.dynamic_update_slice(x, _as_window(x, update, axes, sizes),
+                                        _starts(x, offset, axes))
 
 
 @onnx_op("DynamicZero", domain=GRAPHCORE, kind="copy")
@@ -312,7 +329,8 @@ def dynamic_add(x: Any, offset: Any, update: Any, *, axes: tuple[int, ...],
                 sizes: tuple[int, ...]) -> Any:
     starts = _starts(x, offset, axes)
     window = jax.lax.dynamic_slice(x, starts, _window(x, axes, sizes))
-    return jax.lax.dynamic_update_slice(x, window + update.astype(x.dtype), starts)
+    return jax.lax.dynamic_update_slice(x, window + _as_window(x, update, axes, sizes),
+                                        starts)
 
 
 # ------------------------------------------------------------------- converters

@@ -163,7 +163,13 @@ def scatter_elements_v11(data: Any, indices: Any, updates: Any, *, axis: int = 0
          check=_axis_check(0, 1))
 def scatter_elements(data: Any, indices: Any, updates: Any, *, axis: int = 0,
                      reduction: str = "none") -> Any:
+    """ONNX gives ``updates`` the shape of ``indices``. Larger ``updates`` (PopART and
+    ``torch.Tensor.scatter_`` take them) contribute only their leading corner of the
+    indices' shape."""
     axis = norm_axis(axis, data.ndim)
+    if updates.shape != indices.shape and updates.ndim == indices.ndim and all(
+            u >= i for u, i in zip(updates.shape, indices.shape)):
+        updates = updates[tuple(slice(0, i) for i in indices.shape)]
     return _scatter(data, _element_index(indices, data.shape, axis), updates, reduction)
 
 
