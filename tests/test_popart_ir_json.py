@@ -29,7 +29,8 @@ def training_ir() -> dict:
 def test_ops_and_gradient_ops_in_order():
     ir = training_ir()
     assert [op["type"] for op in ir["maingraph"]] == [
-        "MatMul", "Relu", "IdentityLoss", "IdentityLossGrad", "ReluGrad", "MatMulGrad"]
+        "MatMul", "Relu", "IdentityLoss", "IdentityLossGrad", "ReluGrad", "MatMulGrad",
+        "SGD0VarUpdate"]
 
 
 def test_fields_are_popart_s_strings():

@@ -1,10 +1,17 @@
 """How PopART stores initializers in the models it writes.
 
 PopART's Builder stores an initializer's values in the typed field ONNX gives its type
-(``float_data`` for FLOAT, ``int32_data`` for INT32, FLOAT16's bit patterns and the
-small integer types, ``int64_data``...), not in ``raw_data``, and ``modelToHost`` writes
-the device's values back into the field each initializer already uses. Programs read
-those fields directly (``initializer.float_data``), so ipuxl stores them the same way.
+(``float_data`` for FLOAT, ``int32_data`` for INT32, ``int64_data``...), not in
+``raw_data``, and ``modelToHost`` writes the device's values back into the field each
+initializer already uses. Programs read those fields directly
+(``initializer.float_data``), so ipuxl stores them the same way.
+
+FLOAT16 in the models ``modelToHost`` writes is PopART's own: it copies the halves'
+bytes into ``int32_data``, two values to an entry (``(n + 1) // 2`` entries, the last
+padded with zero), where ONNX keeps one bit pattern per entry. Programs read it back
+with ``np.asarray(t.int32_data, np.int32).view(np.float16)``. ipuxl's Builder keeps
+ONNX's form, which every ONNX tool reads; :func:`unpacked_float16` turns a saved model
+back into it (a one-element tensor reads the same both ways).
 """
 
 from __future__ import annotations
@@ -13,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["typed_initializer", "initializer_like"]
+__all__ = ["typed_initializer", "initializer_like", "saved_initializer", "unpacked_float16"]
 
 
 def typed_initializer(array: np.ndarray, name: str) -> Any:
@@ -29,10 +36,48 @@ def typed_initializer(array: np.ndarray, name: str) -> Any:
         return tensor
 
 
+def saved_initializer(array: np.ndarray, name: str) -> Any:
+    """``array`` as ``modelToHost`` saves it: :func:`typed_initializer`, but FLOAT16
+    packed two values to an ``int32_data`` entry, as PopART packs it."""
+    from onnx import TensorProto
+
+    if array.dtype != np.float16:
+        return typed_initializer(array, name)
+    flat = np.ascontiguousarray(array).reshape(-1)
+    padded = np.concatenate([flat, np.zeros(flat.size % 2, np.float16)])
+    tensor = TensorProto(name=name, data_type=TensorProto.FLOAT16, dims=array.shape)
+    tensor.int32_data.extend(padded.view(np.int32).tolist())
+    return tensor
+
+
 def initializer_like(template: Any, array: np.ndarray) -> Any:
-    """``array`` as an initializer stored as ``template`` is (raw bytes or typed field)."""
+    """``array`` as ``modelToHost`` saves an initializer stored as ``template`` is (raw
+    bytes, or the typed field as :func:`saved_initializer` fills it)."""
     from onnx import numpy_helper
 
     if template is not None and template.raw_data:
         return numpy_helper.from_array(array, template.name)
-    return typed_initializer(array, template.name)
+    return saved_initializer(array, template.name)
+
+
+def unpacked_float16(model: Any) -> Any:
+    """``model`` with its PopART-packed FLOAT16 initializers in ONNX's form (a copy; the
+    model itself when it has none)."""
+    from onnx import ModelProto, TensorProto
+
+    def packed(tensor: Any) -> bool:
+        count = int(np.prod(tensor.dims, dtype=np.int64))
+        return (tensor.data_type == TensorProto.FLOAT16 and count > 1
+                and len(tensor.int32_data) == (count + 1) // 2)
+
+    if not any(packed(t) for t in model.graph.initializer):
+        return model
+    copy = ModelProto()
+    copy.CopyFrom(model)
+    for tensor in copy.graph.initializer:
+        if packed(tensor):
+            count = int(np.prod(tensor.dims, dtype=np.int64))
+            halves = np.asarray(tensor.int32_data, np.int32).view(np.float16)[:count]
+            del tensor.int32_data[:]
+            tensor.int32_data.extend(halves.view(np.uint16).astype(np.int32).tolist())
+    return copy

@@ -14,8 +14,19 @@ Attributes are the node's own plus PopART's common ones: ``recompute`` (``"YES"`
 op annotated ``RecomputeType.Recompute``), ``__ipu_number``, ``__pipeline_stage``,
 ``scope`` and ``schedulePriority``. ``RandomNormalLike``/``RandomUniformLike`` are listed
 as ``RandomNormal``/``RandomUniform``, which PopART's patterns always make of them. The
-host transfers, optimizer updates and loops ipuxl
-adds around them are not PopART ops and are not listed.
+host transfers and loops ipuxl adds around them are not PopART ops and are not listed.
+
+A training program's SGD updates are listed after them as PopART decomposes them, one
+group per weight ``w`` (the tensors PopART names, which programs look for):
+
+* no momentum: ``SGD0VarUpdate(w, Gradient___w) -> UpdatedVar___w``;
+* velocity ``Combined`` with the accumulator (SGD1):
+  ``Accumulate(Accl___w, Gradient___w) -> AcclIntoUpdate___w``,
+  ``SGD1VarUpdate(w, AcclIntoUpdate___w) -> UpdatedVar___w`` and
+  ``SGD1AcclUpdate(AcclIntoUpdate___w, UpdatedVar___w) -> AcclOutOfAcclUpdate___w``;
+* ``Separate`` (SGD2): ``SGD2PartialAcclUpdate(Accl1___w, w) -> Accl1___w__t0``,
+  ``Accumulate(Accl1___w__t0, Gradient___w) -> Accl1___w__t1`` and
+  ``SGD2VarUpdate(w, Accl1___w__t1) -> UpdatedVar___w``.
 """
 
 from __future__ import annotations
@@ -50,7 +61,51 @@ def serialize_ir(program: Any, options: Any = None) -> str:
             match = _IMPORTED.match(op.name)
             if match is not None:
                 ops.append(_op_json(op, match, nodes, placed))
+    ops.extend(_sgd_ops(program, placed))
     return json.dumps({"maingraph": ops})
+
+
+def _sgd_ops(program: Any, placed: bool) -> list[dict[str, Any]]:
+    """The update ops of an SGD program (see the module docstring); none for others."""
+    from ipuxl.popart.names import (
+        reservedAccl1Prefix,
+        reservedAcclFinalOutPrefix,
+        reservedAcclPrefix,
+        reservedAcclToUpdatePrefix,
+        reservedGradientPrefix,
+        reservedUpdatedVarPrefix,
+    )
+    from ipuxl.popart.optimizer_sgd import SGD
+
+    optimizer = getattr(program, "optimizer", None)
+    if not isinstance(optimizer, SGD):
+        return []
+    made = []
+    for w, variable in program.weights.items():
+        grad, updated = reservedGradientPrefix() + w, reservedUpdatedVarPrefix() + w
+        prefixes = [prefix for prefix, _ in optimizer.state(w)]
+        if reservedAcclPrefix() in prefixes:
+            into = reservedAcclToUpdatePrefix() + w
+            steps = [("Accumulate", [reservedAcclPrefix() + w, grad], into),
+                     ("SGD1VarUpdate", [w, into], updated),
+                     ("SGD1AcclUpdate", [into, updated], reservedAcclFinalOutPrefix() + w)]
+        elif reservedAccl1Prefix() in prefixes:
+            accl1 = reservedAccl1Prefix() + w
+            steps = [("SGD2PartialAcclUpdate", [accl1, w], accl1 + "__t0"),
+                     ("Accumulate", [accl1 + "__t0", grad], accl1 + "__t1"),
+                     ("SGD2VarUpdate", [w, accl1 + "__t1"], updated)]
+        else:
+            steps = [("SGD0VarUpdate", [w, grad], updated)]
+        for kind, inputs, output in steps:
+            made.append({
+                "type": kind, "name": "",
+                "inputs": [{"name": n, "shape": _shape(variable.shape),
+                            "type": _data_type(variable.dtype), "index": str(i)}
+                           for i, n in enumerate(inputs)],
+                "outputs": [{"name": output, "index": "0"}],
+                "attributes": {"recompute": "NO", "scope": "", "schedulePriority": "0",
+                               **({"__ipu_number": "0"} if placed else {})}})
+    return made
 
 
 def _imported_graphs(ir: Any) -> list[Any]:

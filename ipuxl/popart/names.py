@@ -38,7 +38,19 @@ def reservedAcclToUpdatePrefix() -> str:
     return "AcclIntoUpdate___"
 
 def reservedAcclFinalOutPrefix() -> str:
-    return "AcclOut___"
+    return "AcclOutOfAcclUpdate___"
+
+def reservedCounterPrefix() -> str:
+    return "Counter___"
+
+def reservedFinalReducedGradPrefix() -> str:
+    return "FinalReducedGradient___"
+
+def reservedDefaultStepPrefix() -> str:
+    return "step___default___"
+
+def reservedSpecificStepPrefix() -> str:
+    return "step___specific___"
 
 def reservedStepPrefix() -> str:
     return "Step___"
@@ -48,6 +60,39 @@ def reservedUpdatedVarPrefix() -> str:
 
 def reservedLossScalingPrefix() -> str:
     return "lossScaling_"
+
+def reservedSpecificScaledLearningRate0Prefix() -> str:
+    return "scaledLearningRate0___specific___"
+
+def reservedSpecificWeightDecayScaleFactor0Prefix() -> str:
+    return "weightDecayScaleFactor0___specific___"
+
+def reservedDefaultScaledLearningRate1Prefix() -> str:
+    return "scaledLearningRate1___default___"
+
+def reservedSpecificScaledLearningRate1Prefix() -> str:
+    return "scaledLearningRate1___specific___"
+
+def reservedDefaultScaledWeightDecay1Prefix() -> str:
+    return "scaledWeightDecay1___default___"
+
+def reservedSpecificScaledWeightDecay1Prefix() -> str:
+    return "scaledWeightDecay1___specific___"
+
+def reservedSpecificDampeningScaleFactor1Prefix() -> str:
+    return "dampeningScaleFactor1___specific___"
+
+def reservedSpecificScaledMomentum1Prefix() -> str:
+    return "scaledMomentum1___specific___"
+
+def reservedSpecificLearningRatePrefix() -> str:
+    return "learningRate___specific___"
+
+def reservedSpecificWeightDecayPrefix() -> str:
+    return "weightDecay___specific___"
+
+def reservedSpecificLossScalingPrefix() -> str:
+    return "lossScaling___specific___"
 
 def reservedDefaultScaledLearningRate0Prefix() -> str:
     return "scaledLearningRate0___default___"
@@ -101,6 +146,39 @@ def anchorFinalPrefix() -> str:
     return "anchorFinal___"
 
 
+def reservedOptimizerStatePrefixes() -> list[str]:
+    """The prefixes of the optimizer state PopART keeps per weight (``Accl___``,
+    ``Step___``...): a model's initializer named ``<prefix><weight>`` is that state's
+    first value, not a weight."""
+    return [reservedAcclPrefix(), reservedAccl1Prefix(), reservedAccl2Prefix(),
+            reservedAccl3Prefix(), reservedStepPrefix(), reservedAcclToReducePrefix(),
+            reservedAcclToUpdatePrefix(), reservedAcclFinalOutPrefix()]
+
+def reservedAccumulatorPrefixes() -> list[str]:
+    """The prefixes of the gradient accumulators (SGD's combined ``Accl___`` among them)."""
+    return [reservedAccumPrefix(), reservedAcclPrefix(), reservedAcclToReducePrefix(),
+            reservedAcclToUpdatePrefix(), reservedAcclFinalOutPrefix(), reservedCounterPrefix()]
+
+
 def reservedPrefixes() -> list[str]:
     """Every reserved prefix (a user tensor should not start with one)."""
-    return [reservedGradientPrefix(), reservedAccumPrefix(), reservedAcclPrefix(), reservedAccl1Prefix(), reservedAccl2Prefix(), reservedAccl3Prefix(), reservedAcclToAccumulatorPrefix(), reservedAcclToReducePrefix(), reservedAcclToUpdatePrefix(), reservedAcclFinalOutPrefix(), reservedStepPrefix(), reservedUpdatedVarPrefix(), reservedLossScalingPrefix(), reservedDefaultScaledLearningRate0Prefix(), reservedDefaultWeightDecayScaleFactor0Prefix(), reservedDefaultLearningRatePrefix(), reservedDefaultWeightDecayPrefix(), reservedDefaultMomentumPrefix(), reservedDefaultDampeningScaleFactor1Prefix(), reservedDefaultScaledMomentum1Prefix(), reservedDefaultLossScalingPrefix(), reservedRandomSeedPrefix(), reservedSeedModifierPrefix(), reservedRemoteArgPrefix(), reservedRestoredPrefix(), reservedStashedPrefix(), reservedInitPrefix(), reservedConcatInitPrefix()]
+    names = [reservedGradientPrefix, reservedAccumPrefix, reservedAcclPrefix,
+             reservedAccl1Prefix, reservedAccl2Prefix, reservedAccl3Prefix,
+             reservedAcclToAccumulatorPrefix, reservedAcclToReducePrefix,
+             reservedAcclToUpdatePrefix, reservedAcclFinalOutPrefix, reservedCounterPrefix,
+             reservedFinalReducedGradPrefix, reservedStepPrefix, reservedDefaultStepPrefix,
+             reservedSpecificStepPrefix, reservedUpdatedVarPrefix, reservedLossScalingPrefix,
+             reservedDefaultScaledLearningRate0Prefix, reservedSpecificScaledLearningRate0Prefix,
+             reservedDefaultWeightDecayScaleFactor0Prefix,
+             reservedSpecificWeightDecayScaleFactor0Prefix,
+             reservedDefaultScaledLearningRate1Prefix, reservedSpecificScaledLearningRate1Prefix,
+             reservedDefaultScaledWeightDecay1Prefix, reservedSpecificScaledWeightDecay1Prefix,
+             reservedDefaultLearningRatePrefix, reservedSpecificLearningRatePrefix,
+             reservedDefaultWeightDecayPrefix, reservedSpecificWeightDecayPrefix,
+             reservedDefaultMomentumPrefix, reservedDefaultDampeningScaleFactor1Prefix,
+             reservedSpecificDampeningScaleFactor1Prefix, reservedDefaultScaledMomentum1Prefix,
+             reservedSpecificScaledMomentum1Prefix, reservedDefaultLossScalingPrefix,
+             reservedSpecificLossScalingPrefix, reservedRandomSeedPrefix,
+             reservedSeedModifierPrefix, reservedRemoteArgPrefix, reservedRestoredPrefix,
+             reservedStashedPrefix, reservedInitPrefix, reservedConcatInitPrefix]
+    return [name() for name in names]

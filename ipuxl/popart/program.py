@@ -50,6 +50,7 @@ from ipuxl.popart.gradient_anchors import (
     check_accumulator_anchors,
     constants_with_gradients,
 )
+from ipuxl.popart.initializers import unpacked_float16
 from ipuxl.popart.losses import (
     IdentityLoss,
     L1Loss,
@@ -62,6 +63,13 @@ from ipuxl.popart.names import (
     reservedAccumPrefix,
     reservedGradientPrefix,
     reservedRestoredPrefix,
+)
+from ipuxl.popart.optimizer_state_names import (
+    compound_scalars,
+    saved_state,
+    scalar_value,
+    state_initializers,
+    updated_weight,
 )
 from ipuxl.popart.patterns import check_excluded_patterns
 from ipuxl.popart.pipeline import check_pipelining
@@ -94,9 +102,12 @@ class Program:
     weights: dict[str, Any] = field(default_factory=dict)      # id -> Variable
     hyper: dict[str, Any] = field(default_factory=dict)        # name -> Variable
     state: dict[str, Any] = field(default_factory=dict)        # name -> Variable
+    # Accum___<w> -> Variable: zero between steps, so neither saved nor read back.
+    accumulators: dict[str, Any] = field(default_factory=dict)
     infos: dict[str, tuple[tuple[int, ...], Any]] = field(default_factory=dict)
     source: str = "model.onnx"  # where imported ops say they come from
     random_seed: Any = None  # the seed Variable of a model with random operators
+    optimizer: Any = None  # a training program's optimizer
 
 
 def _plan(dataflow: Any, options: Any, training: bool) -> Plan:
@@ -107,14 +118,20 @@ def _plan(dataflow: Any, options: Any, training: bool) -> Plan:
         replicas = index_argument("replicatedGraphCount", options.replicatedGraphCount,
                                   "SessionOptions")
     accumulation = 1
-    if options is not None and _switch(options, "enableGradientAccumulation"):
-        accumulation = index_argument("accumulationFactor", options.accumulationFactor,
+    enabled = options is not None and _switch(options, "enableGradientAccumulation")
+    if options is not None:
+        accumulation = index_argument("accumulationFactor",
+                                      getattr(options, "accumulationFactor", 1),
                                       "SessionOptions")
-        if not training and accumulation > 1:
-            raise popart_exception(
-                "Gradient accumulation is enabled (accumulationFactor "
-                f"{accumulation}) in an InferenceSession: accumulation only applies to "
-                "training. Disable enableGradientAccumulation.")
+    if not enabled and accumulation > 1:  # PopART's whole message
+        raise popart_exception(
+            "enableGradientAccumulation is false, but accumulationFactor > 1. Either enable "
+            "gradient accumulation, or set the accumulation factor to 1")
+    if enabled and not training:
+        raise popart_exception(
+            "Gradient Accumulation only available when training. Accumulation only "
+            "applies to training, and this is an InferenceSession: set "
+            "enableGradientAccumulation = False.")
     if accumulation < 1 or replicas < 1:
         raise popart_exception("accumulationFactor and replicatedGraphCount must be >= 1.")
     return Plan(dataflow.batchesPerStep(), accumulation, replicas)
@@ -158,8 +175,11 @@ def build_program(fn_model: Any, dataflow: Any, *, input_shape_info: Any = None,
     check_excluded_patterns(model)
     ir = ipuxl.Ir(replication=plan.replicas)
     ir.num_host_transfers = plan.micro_batches
-    program = Program(ir, plan, model, source=source)
+    program = Program(ir, plan, model, source=source, optimizer=optimizer)
     arrays = initializer_arrays(model.graph)
+    # A saved model's optimizer state (Accl___<w>...) starts the state, not a weight.
+    state_values = {n: arrays.pop(n) for n in state_initializers(arrays)} if training \
+        else {}
     specs = _input_specs(model, input_shape_info)
     with ir.main_graph:
         for name, (shape, dtype) in specs.items():
@@ -173,7 +193,8 @@ def build_program(fn_model: Any, dataflow: Any, *, input_shape_info: Any = None,
         if seeds.draws_random(model, training):
             program.random_seed = seeds.seed_variable()
         if training:
-            _build_training(program, dataflow, arrays, loss, losses or (), optimizer, options)
+            _build_training(program, dataflow, arrays, loss, losses or (), optimizer, options,
+                            state_values)
         else:
             _build_inference(program, dataflow, arrays)
     return program
@@ -196,7 +217,7 @@ def _load_fn_model(fn_model: Any) -> Any:
         raise popart_exception(f"fnModel is empty ({fn_model!r}), so there is no model to "
                                f"run. {forms}")
     try:
-        return load_model(fn_model)
+        return unpacked_float16(load_model(fn_model))  # PopART's FLOAT16 storage
     except OnnxImportError as error:
         raise OnnxImportError(f"fnModel: {error}") from None
 
@@ -236,7 +257,7 @@ def _build_inference(program: Program, dataflow: Any, arrays: dict[str, np.ndarr
 # ----------------------------------------------------------------------------- training
 def _build_training(program: Program, dataflow: Any, arrays: dict[str, np.ndarray],
                     loss: str | None, losses: Sequence[Loss], optimizer: Any,
-                    options: Any) -> None:
+                    options: Any, state_values: Mapping[str, np.ndarray]) -> None:
     import ipuxl
     from ipuxl import ops
     from ipuxl.transforms import autodiff
@@ -248,8 +269,15 @@ def _build_training(program: Program, dataflow: Any, arrays: dict[str, np.ndarra
     gradient_anchors = [a for a in dataflow.anchors()
                         if a.startswith(reservedGradientPrefix())]
     accum_anchors = [a for a in dataflow.anchors() if a.startswith(reservedAccumPrefix())]
+    mean = _reduction_is_mean(options)
+    scalars = compound_scalars(optimizer, {n: v.dtype for n, v in program.weights.items()},
+                               plan.accumulation, plan.replicas, mean)
+    scalar_anchors = [a for a in dataflow.anchors() if a in scalars]
+    updated_anchors = {a: w for a in dataflow.anchors()
+                       if (w := updated_weight(a, program.weights, plan.accumulation))}
     forward_anchors = [a for a in dataflow.anchors()
-                       if a not in gradient_anchors and a not in accum_anchors]
+                       if a not in gradient_anchors and a not in accum_anchors
+                       and a not in scalars and a not in updated_anchors]
     check_accumulator_anchors(accum_anchors, program)
     graph, constants = constants_with_gradients(model.graph, gradient_anchors, program.source,
                                                  opsets_of(model))
@@ -313,10 +341,12 @@ def _build_training(program: Program, dataflow: Any, arrays: dict[str, np.ndarra
     for name, variable in program.weights.items():
         for prefix, _ in optimizer.state(name):
             value = optimizer.state_value(name, prefix, variable.shape, variable.dtype.as_numpy())
+            if prefix + name in state_values:
+                value = saved_state(prefix + name, state_values[prefix + name], value)
             program.state[prefix + name] = ipuxl.variable(value, name=prefix + name,
                                                           downcast=False)
         if plan.accumulation > 1:
-            program.state["Accum___" + name] = ipuxl.variable(
+            program.accumulators["Accum___" + name] = ipuxl.variable(
                 np.zeros(variable.shape, variable.dtype.as_numpy()), name="Accum___" + name,
                 downcast=False)
         for key in optimizer.KEYS:
@@ -327,17 +357,16 @@ def _build_training(program: Program, dataflow: Any, arrays: dict[str, np.ndarra
     if not optimizer.lossScaling.isConst:
         program.hyper["lossScaling___default___"] = ipuxl.variable(
             np.float32(optimizer.lossScaling.val), name="lossScaling___default___")
-    mean = _reduction_is_mean(options)
 
     def graph_inputs(bindings: dict[Any, Any], accumulating: bool = False) -> dict[str, Any]:
         """Graph inputs for the variables (by reference where the graph writes them: a
         micro-batch that only accumulates reads the weights and writes ``Accum___``)."""
         made = {}
-        for group in (program.weights, program.state):
+        for group in (program.weights, program.state, program.accumulators):
+            if accumulating and group is program.state:
+                continue
             for name, variable in group.items():
-                if accumulating and group is program.state and not name.startswith("Accum___"):
-                    continue
-                by_ref = not accumulating or group is program.state
+                by_ref = not accumulating or group is program.accumulators
                 made[name] = ipuxl.graph_input(variable.shape, variable.dtype, name,
                                                by_ref=by_ref)
                 bindings[made[name]] = variable
@@ -408,8 +437,14 @@ def _build_training(program: Program, dataflow: Any, arrays: dict[str, np.ndarra
         for anchor in gradient_anchors:
             # PopART's gradient tensors carry the loss scaling (its updates divide it out).
             _store_anchor(program, anchor, scaled[anchor[len(reservedGradientPrefix()):]])
+        for anchor in scalar_anchors:
+            scalar = scalars[anchor]
+            _store_anchor(program, anchor, scalar_value(
+                scalar, hyper_for(made, scalar.weight), loss_scaling(made)))
         if update:
             apply_updates(made, grads)
+            for anchor, weight in updated_anchors.items():
+                _store_anchor(program, anchor, made[weight] + 0.0)
         else:
             for name in program.weights:
                 accum = made["Accum___" + name]

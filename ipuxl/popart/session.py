@@ -359,7 +359,7 @@ class _Session(SessionRandomness, SessionCycles):
         as PopART does."""
         import onnx
 
-        from ipuxl.popart.initializers import initializer_like, typed_initializer
+        from ipuxl.popart.initializers import initializer_like, saved_initializer
 
         with self._lock:
             if self._session is not None:
@@ -367,12 +367,13 @@ class _Session(SessionRandomness, SessionCycles):
             state = self._host_state
             model = onnx.ModelProto()
             model.CopyFrom(self._program.model)
+            current = {**state, **self._host_weights}
             for initializer in model.graph.initializer:  # each stored as it was
-                if initializer.name in self._host_weights:
+                if initializer.name in current:
                     initializer.CopyFrom(initializer_like(
-                        initializer, self._host_weights[initializer.name]))
+                        initializer, current[initializer.name]))
             known = {initializer.name for initializer in model.graph.initializer}
-            model.graph.initializer.extend(typed_initializer(value, name)
+            model.graph.initializer.extend(saved_initializer(value, name)
                                            for name, value in state.items()
                                            if name not in known)
             onnx.save(model, fn)
@@ -399,7 +400,9 @@ class _Session(SessionRandomness, SessionCycles):
                 "Cannot call resetHostWeights when constantWeights is set: set "
                 "SessionOptions.constantWeights = False for an InferenceSession whose "
                 "weights change.")
-        arrays = initializer_arrays(load_model(modelProtoOrFilename).graph)
+        from ipuxl.popart.initializers import unpacked_float16
+
+        arrays = initializer_arrays(unpacked_float16(load_model(modelProtoOrFilename)).graph)
         with self._lock:
             weights, state = {}, {}
             for name, array in arrays.items():
