@@ -30,8 +30,10 @@ Before timing, both sides' outputs are compared (the largest difference relative
 largest magnitude of onnxruntime's output); a model whose outputs disagree is reported.
 
 ``--profile`` adds, per model, where ipuxl's steady time goes: the compiled XLA
-executable called directly (no Session: the program's own time) and ipuxl with the
-float initializers imported as constants instead of variables.
+executable called directly (no Session: the program's own time), ipuxl with the
+float initializers imported as constants instead of variables, and ipuxl with every
+variable stored as the model stores it (``IPUXL_STORAGE_LAYOUTS=0``: no ``[N, K]`` dense
+weights or HWIO kernels, see ``ipuxl/storage_layout.py``).
 
 Both runtimes use their default thread pools (XLA: Eigen over every core; onnxruntime:
 one intra-op thread per physical core). ``onnxruntime`` is a benchmark-only dependency
@@ -114,38 +116,6 @@ def build_mlp_gemm(batch: int = 32, sizes: tuple[int, ...] = (784, 2048, 2048, 1
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, sizes[0]])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, sizes[-1]])], inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-
-
-def transpose_matmul_weights(model: Any) -> Any:
-    """A copy of ``model`` in which each 2-D float initializer used only as ``B`` of
-    MatMul nodes is stored transposed (``[N, K]``) and read through a ``Transpose`` node.
-
-    The same arithmetic; onnxruntime folds the Transpose back, while in ipuxl the weight
-    variable is then ``[N, K]`` and XLA folds the transpose into the dot, whose weight is
-    read along its contiguous rows (the ``--profile`` experiment of the README).
-    """
-    import onnx
-    from onnx import helper, numpy_helper
-
-    model = onnx.ModelProto.FromString(model.SerializeToString())
-    graph = model.graph
-    uses: dict[str, list[tuple[str, int]]] = {}
-    for node in graph.node:
-        for index, name in enumerate(node.input):
-            uses.setdefault(name, []).append((node.op_type, index))
-    transposes = []
-    for init in graph.initializer:
-        array = numpy_helper.to_array(init)
-        if (array.ndim == 2 and np.issubdtype(array.dtype, np.floating)
-                and uses.get(init.name) and all(u == ("MatMul", 1) for u in uses[init.name])):
-            name, stored = init.name, f"{init.name}__nk"
-            init.CopyFrom(numpy_helper.from_array(np.ascontiguousarray(array.T), stored))
-            transposes.append(helper.make_node("Transpose", [stored], [name],
-                                               name=f"{name}__kn", perm=[1, 0]))
-    nodes = transposes + list(graph.node)
-    del graph.node[:]
-    graph.node.extend(nodes)
-    return model
 
 
 def build_transformer(batch: int = 8, seq: int = 128, d_model: int = 256, heads: int = 4,
@@ -258,6 +228,7 @@ class IpuxlSide:
 
     path: str
     constants: bool = False
+    stored_layouts: bool = True  # False: IPUXL_STORAGE_LAYOUTS=0 for this Session
     session: Any = None
     program: Any = None
     feed: dict[Any, np.ndarray] = field(default_factory=dict)
@@ -276,7 +247,16 @@ class IpuxlSide:
             known = {n: a for n, a in arrays.items() if is_weight(a)}
         self.program = model_to_ir(self.path, known_inputs=known,
                                    input_shapes={n: a.shape for n, a in inputs.items()})
-        self.session = ipuxl.Session(self.program.ir, "cpu", weights_to_host_on_exit=False)
+        previous = os.environ.get("IPUXL_STORAGE_LAYOUTS")
+        os.environ["IPUXL_STORAGE_LAYOUTS"] = "1" if self.stored_layouts else "0"
+        try:
+            self.session = ipuxl.Session(self.program.ir, "cpu",
+                                         weights_to_host_on_exit=False)
+        finally:
+            if previous is None:
+                del os.environ["IPUXL_STORAGE_LAYOUTS"]
+            else:
+                os.environ["IPUXL_STORAGE_LAYOUTS"] = previous
         self.session.__enter__()
         self.feed = {self.program.inputs[n]: a for n, a in inputs.items()}
         results = self.session.run(self.feed)
@@ -436,18 +416,10 @@ def measure(name: str, path: str, rounds: int, first_samples: int, profile: bool
 def profile_ipuxl(path: str, inputs: dict[str, np.ndarray], mine: IpuxlSide, theirs: OrtSide,
                   rounds: int, calls: int) -> dict[str, float]:
     """Where ipuxl's steady time goes: ratios to onnxruntime of the Session run, the bare
-    executable, the Session with the weights imported as constants, and the model with
-    its MatMul weights stored transposed (:func:`transpose_matmul_weights`; skipped when
-    the model has none or ipuxl cannot import the rewrite)."""
-    import onnx
-
-    extra = {"constants": IpuxlSide(path, constants=True)}
-    rewritten = transpose_matmul_weights(onnx.load(path))
-    if any(n.name.endswith("__kn") for n in rewritten.graph.node):
-        transposed_path = path[:-len(".onnx")] + "_nk.onnx"
-        onnx.save(rewritten, transposed_path)
-        if import_problem(transposed_path, inputs) is None:
-            extra["transposed"] = IpuxlSide(transposed_path)
+    executable, the Session with the weights imported as constants, and the Session with
+    every weight stored as the model stores it (no storage layouts)."""
+    extra = {"constants": IpuxlSide(path, constants=True),
+             "as stored": IpuxlSide(path, stored_layouts=False)}
     for side in extra.values():
         side.open(inputs)
     sides = {"session": mine.run, "executable": mine.raw_call(), "onnxruntime": theirs.run,
@@ -487,10 +459,8 @@ def print_row(result: Result) -> None:
               f"{format_seconds(p['executable median'])} ({p['executable / ort']:.2f}x), "
               f"weights as constants {format_seconds(p['constants median'])} "
               f"({p['constants / ort']:.2f}x)", end="", flush=True)
-        if "transposed median" in p:
-            print(f", MatMul weights stored [N, K] {format_seconds(p['transposed median'])} "
-                  f"({p['transposed / ort']:.2f}x)", end="")
-        print(flush=True)
+        print(f", no storage layouts {format_seconds(p['as stored median'])} "
+              f"({p['as stored / ort']:.2f}x)", flush=True)
 
 
 def main() -> int:

@@ -27,7 +27,7 @@ import hashlib
 import sys
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import jax
@@ -35,6 +35,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from ipuxl import storage_layout
 from ipuxl.fp8_utils import float8_to_device_bits
 from ipuxl.ir import Ir
 from ipuxl.op import Op
@@ -424,16 +425,24 @@ class Program:
     # Filled in while tracing: per d2h stream (in order), the slots written when known
     # statically (a frozenset), or None when the step returns a run-time mask for it.
     static_written: tuple[frozenset[int] | None, ...] = ()
+    # The variables and argument constants a Session stores permuted on the device
+    # (ipuxl.storage_layout).
+    layouts: dict[Variable, tuple[int, ...]] = field(default_factory=dict)
 
-    def abstract_arguments(self) -> tuple[Any, ...]:
+    def abstract_arguments(self, stored: bool = False) -> tuple[Any, ...]:
+        """The step's abstract ``(state, constants, inputs)``; with ``stored``, each
+        variable and constant in its device layout (:attr:`layouts`)."""
         def spec(shape: Sequence[int], dtype: Any) -> jax.ShapeDtypeStruct:
             return jax.ShapeDtypeStruct(tuple(shape), dtype.jax_dtype)
 
+        layouts = self.layouts if stored else {}
         return (
-            (*(spec(v.shape, v.dtype) for v in self.variables),
+            (*(spec(storage_layout.device_shape(v.shape, layouts.get(v)), v.dtype)
+               for v in self.variables),
              *(spec((b.entries, *b.tensor_shape), b.tensor_dtype)
                for b in self.remote_buffers)),
-            tuple(spec(c.shape, c.dtype) for c in self.arg_constants),
+            tuple(spec(storage_layout.device_shape(c.shape, layouts.get(c)), c.dtype)
+                  for c in self.arg_constants),
             tuple(spec((self.slots, *s.shape), s.dtype) for s in self.h2d_streams),
         )
 
@@ -501,7 +510,8 @@ def lower_ir(ir: Ir) -> Program:
 
     program = Program(variables, remote_buffers, passed, inline, h2d, d2h,
                       ir.num_host_transfers, step,
-                      uses_64bit, checks)
+                      uses_64bit, checks,
+                      layouts=storage_layout.choose(ir.graphs, main, (*variables, *passed)))
     return program
 
 
@@ -550,12 +560,14 @@ def lower_function(ir: Ir, arguments: Sequence[Tensor], results: Sequence[Tensor
 
 def fingerprint(ir: Ir, device: str) -> str:
     """A digest of everything the compiled program depends on: the IR text form with full
-    attributes, inline constant data, ``num_host_transfers``, replication and device."""
+    attributes, inline constant data, ``num_host_transfers``, replication, device and
+    whether variables are stored in their preferred layouts."""
     from ipuxl.printing import format_ir
 
     digest = hashlib.sha256()
     digest.update(format_ir(ir, locations=False, data=False).encode())
     digest.update(f"|{ir.num_host_transfers}|{ir.replication_factor}|{device}|".encode())
+    digest.update(f"|layouts={storage_layout.enabled()}|".encode())
     for buffer in ir._remote_buffers.values():
         digest.update(f"|{buffer!r}|{buffer.meta_shape}".encode())
     for graph in ir.graphs:

@@ -72,6 +72,12 @@ class OpDef:
             ``lower``.
         cost_kind: the IPU model's cost family for an op declared outside
             :data:`ipuxl.sim.op_costs.KIND` (the imported ONNX operators).
+        operand_layouts: ``operand_layouts(op) -> {input index: permutation}``: the
+            layout in which the op reads an operand fastest when that operand is a
+            variable only read by such ops (a dense layer's ``[K, N]`` weight is read
+            fastest stored ``[N, K]`` on XLA:CPU). The Session then stores the variable
+            permuted on the device; its host value is unchanged (see
+            :mod:`ipuxl.storage_layout`).
     """
 
     name: str
@@ -88,6 +94,7 @@ class OpDef:
     differentiable: bool = True
     grad: Callable[..., Sequence[Tensor | None]] | None = None
     cost_kind: str | None = None
+    operand_layouts: Callable[[Op], Mapping[int, tuple[int, ...]]] | None = None
 
     @property
     def is_view(self) -> bool:

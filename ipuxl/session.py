@@ -46,6 +46,7 @@ from ipuxl import (
     replication,
     session_options,
     sim,
+    storage_layout,
 )
 from ipuxl.dot import write_checkpoint
 from ipuxl.host_callbacks import has_callbacks, interrupts_noted
@@ -247,7 +248,9 @@ class Session(SessionCompile, SessionData, SessionFailure):
             self._host_all_replicas: dict[Variable, np.ndarray] = {}
             self._device_state: tuple[jax.Array, ...] | None = None
             _phase(progress, "upload", "%d constants to the device", len(program.arg_constants))
-            self._device_constants = self._to_device([c._data for c in program.arg_constants])
+            self._device_constants = self._to_device([
+                storage_layout.to_device(c._data, program.layouts.get(c))
+                for c in program.arg_constants])
             _phase(progress, None)
             if self._report is not None and profiling.ACTIVE:
                 profiling.record_report(f"Session of Ir {ir.id}", self._report)

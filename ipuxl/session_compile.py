@@ -24,7 +24,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from ipuxl import devices, host_buffers, replication, session_options
+from ipuxl import devices, host_buffers, replication, session_options, storage_layout
 from ipuxl.executable_cache import (
     EXECUTABLES,
     engine_entry,
@@ -252,12 +252,22 @@ class SessionCompile:
 
         updated: list[int] = []
 
-        def one_replica(state: tuple, constants: tuple, inputs: tuple) -> tuple:
+        perms = [program.layouts.get(v) for v in program.variables]
+        perms += [None] * len(program.remote_buffers)
+
+        constant_perms = [program.layouts.get(c) for c in program.arg_constants]
+
+        def one_replica(stored: tuple, constants: tuple, inputs: tuple) -> tuple:
+            state = tuple(storage_layout.in_program(value, perm)
+                          for value, perm in zip(stored, perms))
+            constants = tuple(storage_layout.in_program(value, perm)
+                              for value, perm in zip(constants, constant_perms))
             new_state, outputs, masks = program.step(state, constants, inputs)
             # A variable the program never writes comes back as the very input it was.
             updated[:] = [i for i, (new, old) in enumerate(zip(new_state, state))
                           if new is not old]
-            return tuple(new_state[i] for i in updated), outputs, masks
+            return (tuple(storage_layout.to_storage(new_state[i], perms[i]) for i in updated),
+                    outputs, masks)
 
         step = one_replica
         if self._global_replicas > 1:
@@ -271,7 +281,7 @@ class SessionCompile:
             new_state, outputs, masks = step(state, constants, inputs)
             return (*new_state, *outputs, *masks)
 
-        state_specs, constant_specs, _ = program.abstract_arguments()
+        state_specs, constant_specs, _ = program.abstract_arguments(stored=True)
         replicas = (self._global_replicas,) if self._global_replicas > 1 else ()
         if portable:
             state_sharding = constant_sharding = stream_sharding = None

@@ -26,7 +26,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from ipuxl import host_values, replication
+from ipuxl import host_values, replication, storage_layout
 from ipuxl.fp8_utils import float8_from_device
 from ipuxl.lowering import host_to_device_array
 from ipuxl.remote_buffer import into_slot, out_of_slot
@@ -83,6 +83,7 @@ class SessionData:
                 if self._global_replicas > 1:
                     data = replication.to_replicas(data, var.replica_grouping,
                                                    self._global_replicas)
+                data = storage_layout.to_device(data, self._program.layouts.get(var))
                 arrays.append(self._put(data, placement))
         return tuple(arrays)
 
@@ -118,7 +119,8 @@ class SessionData:
         weights: dict[Variable, np.ndarray] = {}
         all_replicas: dict[Variable, np.ndarray] = {}
         for var, value in zip(self._program.variables, self._device_state):
-            host = self._device_to_host(value, var.dtype)
+            host = storage_layout.to_host(self._device_to_host(value, var.dtype),
+                                          self._program.layouts.get(var))
             if self._global_replicas > 1:
                 if var.retrieval_mode == "all_replicas":
                     # Replicas may have drifted apart within a group: keep each one's value.

@@ -82,6 +82,7 @@ class Rule:
     check: Callable[..., None] | None = None
     random: bool = False
     takes_training: bool = False
+    operand_layouts: Callable[[Any], Any] | None = None
     opdef: OpDef | None = field(default=None, repr=False)
 
     @property
@@ -133,9 +134,11 @@ def _keyword_names(fn: Callable[..., Any], random: bool) -> tuple[frozenset[str]
 def onnx_op(op_type: str, *, since: int | Sequence[int] = 1, domain: str = "",
             static: Sequence[int] = (), value_dependent: bool = False,
             kind: str = "elementwise", check: Callable[..., None] | None = None,
-            random: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+            random: bool = False, operand_layouts: Callable[[Any], Any] | None = None
+            ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Declare ``fn(*inputs, **attributes)`` as the rule for ``op_type`` (see the module
-    docstring). ``since`` may list several versions that share the function."""
+    docstring). ``since`` may list several versions that share the function.
+    ``operand_layouts`` is the op's :attr:`ipuxl.op.OpDef.operand_layouts`."""
 
     def declare(fn: Callable[..., Any]) -> Callable[..., Any]:
         attributes, takes = _keyword_names(fn, random)
@@ -144,7 +147,8 @@ def onnx_op(op_type: str, *, since: int | Sequence[int] = 1, domain: str = "",
             rule = Rule(op_type, canonical_domain(domain), version, fn=fn,
                         static=frozenset(static), value_dependent=value_dependent,
                         kind=_family(kind), attributes=attributes, takes_num_outputs=takes,
-                        check=check, random=random, takes_training=takes_training)
+                        check=check, random=random, takes_training=takes_training,
+                        operand_layouts=operand_layouts)
             rule.opdef = _make_opdef(rule)
             _register(rule)
         return fn
@@ -213,21 +217,55 @@ def call_rule(rule: Rule, arrays: Sequence[Any], slots: str | None, static: Sequ
     return rule.fn(*values, **attrs)
 
 
+_KNOWN_TYPES_LIMIT = 4096  # signatures remembered per rule
+
+
+def _signature(tensors: Sequence[Any], slots: str | None, static: tuple,
+               attrs: dict[str, Any]) -> Any:
+    """A hashable key of everything a rule's output types depend on, or None when an
+    attribute is not plain data (a subgraph, a function): then the types are traced."""
+    def frozen(value: Any) -> Any:
+        if isinstance(value, np.ndarray):
+            return ("array", value.dtype.str, value.shape, value.tobytes())
+        if isinstance(value, (list, tuple)):
+            return (type(value).__name__, *(frozen(v) for v in value))
+        if isinstance(value, (str, int, float, bool, bytes, type(None), np.generic)):
+            return (type(value).__name__, value)
+        raise TypeError(type(value).__name__)
+
+    try:
+        return (tuple((tuple(t.shape), t.dtype.name) for t in tensors), slots,
+                frozen(static), tuple(sorted((k, frozen(v)) for k, v in attrs.items())))
+    except TypeError:
+        return None
+
+
 def _make_opdef(rule: Rule) -> OpDef:
     def lower(*arrays: Any, slots: str | None = None, static: tuple = (), **attrs: Any) -> Any:
         result = call_rule(rule, arrays, slots, static, attrs)
         return tuple(result) if isinstance(result, (list, tuple)) else result
 
+    # Output types by signature: a model repeats the same node signature many times (the
+    # blocks of a ResNet), and tracing one costs about a millisecond.
+    known_types: dict[Any, list[TensorSpec]] = {}
+
     def infer(*tensors: Any, slots: str | None = None, static: tuple = (), **attrs: Any
               ) -> list[TensorSpec]:
+        key = _signature(tensors, slots, static, attrs)
+        if key is not None and key in known_types:
+            return list(known_types[key])
         specs = [jax.ShapeDtypeStruct(t.shape, t.dtype.jax_dtype) for t in tensors]
         with jax.enable_x64(True):
             out = jax.eval_shape(lambda *a: lower(*a, slots=slots, static=static, **attrs),
                                  *specs)
         outs = out if isinstance(out, tuple) else (out,)
-        return [TensorSpec(tuple(o.shape), dtype_of(o.dtype)) for o in outs]
+        types = [TensorSpec(tuple(o.shape), dtype_of(o.dtype)) for o in outs]
+        if key is not None and len(known_types) < _KNOWN_TYPES_LIMIT:
+            known_types[key] = types
+        return list(types)
 
-    return OpDef(rule.name, infer=infer, lower=lower, cost_kind=rule.kind)
+    return OpDef(rule.name, infer=infer, lower=lower, cost_kind=rule.kind,
+                 operand_layouts=rule.operand_layouts)
 
 
 def draw_key(key: Any, seed: float | None = None) -> Any:

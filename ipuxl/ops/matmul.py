@@ -22,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from ipuxl import dtypes
+from ipuxl import dtypes, storage_layout
 from ipuxl.context import get_current_context
 from ipuxl.op import OpDef, check_is_tensor
 from ipuxl.ops.fp8 import check_log2_scale
@@ -89,7 +89,8 @@ def _matmul(x: Any, y: Any, *, output_type: dtypes.dtype | None, partials_type: 
     return jnp.matmul(x, y, preferred_element_type=out)
 
 
-_MATMUL = OpDef("matmul", infer=_matmul_rule, lower=_matmul)
+_MATMUL = OpDef("matmul", infer=_matmul_rule, lower=_matmul,
+                operand_layouts=storage_layout.dense_weight(1))
 
 # The session option ``partialsTypeMatMuls`` (any case) -> the partials type it sets; the
 # empty string is PopART's default, float32 partials, left unset on the op.

@@ -27,6 +27,7 @@ import jax
 import numpy as np
 from jax import export as jax_export
 
+from ipuxl import storage_layout
 from ipuxl.runtime.compile import compile_exported, compile_fresh, forget
 from ipuxl.runtime.model import Model
 from ipuxl.runtime.verification import check_executable
@@ -49,6 +50,9 @@ class Engine:
         self._x64 = bool(meta.get("x64", False))
         executable = meta["executable"]
         self.state_names: list[str] = list(executable["state"])
+        anchors = {anchor.name(): anchor for anchor in model.metadata.anchors()}
+        # Variables the executable keeps permuted: converted on load and save.
+        self._permutations = [anchors[name].storedPermutation() for name in self.state_names]
         self.input_names: list[str] = list(executable["inputs"])
         self.output_names: list[str] = list(executable["outputs"])
         self._updated: list[int] = list(executable["updated"])
@@ -83,10 +87,8 @@ class Engine:
     def load(self, arrays: list[np.ndarray]) -> None:
         """Copy ``arrays`` (one per state entry, in order) to the device."""
         with self._mode():
-            # A read-only array (the package's data) cannot change later, so the device
-            # may share its memory; the caller's writable arrays are copied first.
-            state = tuple(jax.device_put(np.array(a) if a.flags.writeable else a,
-                                         self.device) for a in arrays)
+            state = tuple(jax.device_put(_device_value(a, perm), self.device)
+                          for a, perm in zip(arrays, self._permutations))
         with self._lock:
             self._state = state
 
@@ -141,7 +143,17 @@ class Engine:
             if self._state is None:
                 raise RuntimeError("The Load programs have not run: no state is on the "
                                    "device to save.")
-            return [np.asarray(value) for value in self._state]
+            return [storage_layout.to_host(value, perm) if perm else np.asarray(value)
+                    for value, perm in zip(self._state, self._permutations)]
+
+
+def _device_value(array: np.ndarray, perm: tuple[int, ...] | None) -> np.ndarray:
+    """A host state value as the executable takes it. A read-only array (the package's
+    data) cannot change later, so the device may share its memory; the caller's writable
+    arrays are copied first."""
+    if perm is not None:
+        return storage_layout.to_device(array, perm)
+    return np.array(array) if array.flags.writeable else array
 
 
 def direct_call(compiled: Any) -> Any:

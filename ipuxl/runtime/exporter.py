@@ -28,6 +28,7 @@ import numpy as np
 from jax import export as jax_export
 from jax._src import config as jax_config  # traceback_in_locations_limit: no public form
 
+from ipuxl import storage_layout
 from ipuxl.host_buffers import StreamLayout
 from ipuxl.host_callbacks import _CALLBACK_OPS
 from ipuxl.lowering import with_nesting_room
@@ -66,6 +67,8 @@ def save_session(session: Any, path: str | os.PathLike, *, weights: bool = True)
         common = {"kind": "remote_buffer" if is_buffer else "variable",
                   "shape": list(value.shape), "dtype": value.dtype.name,
                   "per_replica": replicas > 1}
+        if not is_buffer and entry in program.layouts:
+            common["stored_permutation"] = list(program.layouts[entry])
         data = None
         if weights:
             data = f"tensor/{name}"
@@ -99,7 +102,9 @@ def save_session(session: Any, path: str | os.PathLike, *, weights: bool = True)
 
     constants = []
     for index, constant in enumerate(program.arg_constants):
-        value = np.asarray(_host_constant(constant), order="C")
+        # In the executable's layout: constants are no anchors, nobody reads them back.
+        value = np.asarray(storage_layout.to_device(_host_constant(constant),
+                                                    program.layouts.get(constant)), order="C")
         blob = f"constant/{index}"
         blobs[blob] = _bytes(value)
         constants.append({"blob": blob, "shape": list(value.shape),
@@ -175,7 +180,10 @@ def _state_values(session: Any) -> list[np.ndarray]:
         arrays = session._device_state
     else:
         arrays = session._variables_to_device((*program.variables, *program.remote_buffers))
-    return [np.asarray(array) for array in arrays]
+    # A package holds each variable as the host does (ipuxl.storage_layout).
+    perms = [program.layouts.get(v) for v in program.variables]
+    return [storage_layout.to_host(np.asarray(array), perm)
+            for array, perm in zip(arrays, [*perms, *[None] * len(program.remote_buffers)])]
 
 
 def _stream_fields(layout: StreamLayout, per_replica: tuple[int, ...]) -> dict[str, Any]:

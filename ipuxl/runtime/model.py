@@ -154,6 +154,13 @@ class Anchor:
         written = self._entry.get("written")
         return None if written is None else list(written)
 
+    def storedPermutation(self) -> tuple[int, ...] | None:
+        """For a variable the executable keeps permuted (:mod:`ipuxl.storage_layout`):
+        how its device value is ``numpy.transpose`` of its host value (over the last
+        axes); None when it is kept as the host holds it."""
+        perm = self._entry.get("stored_permutation")
+        return None if perm is None else tuple(perm)
+
     def hasTensorData(self) -> bool:
         """Whether the package holds data for this anchor (saved variable values)."""
         return self._entry.get("data") is not None

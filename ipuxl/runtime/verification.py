@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from ipuxl import storage_layout
 from ipuxl.runtime.model import Model, numpy_dtype, package_hash, runtime_versions
 from ipuxl.runtime.package import PackageError
 
@@ -92,7 +93,8 @@ def check_executable(model: Model, exported: Any) -> None:
     results: list[tuple[str, tuple[int, ...], np.dtype]] = []
     for name in executable["state"]:
         info = anchors[name].tensorInfo()
-        arguments.append((f"anchor {name!r}", info.shape(), info.numpyDType()))
+        shape = storage_layout.device_shape(info.shape(), anchors[name].storedPermutation())
+        arguments.append((f"anchor {name!r}", shape, info.numpyDType()))
     for index, constant in enumerate(executable["constants"]):
         arguments.append((f"constant {index}", tuple(constant["shape"]),
                           numpy_dtype(constant["dtype"])))

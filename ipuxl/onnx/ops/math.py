@@ -23,6 +23,7 @@ from typing import Any
 import jax.numpy as jnp
 from jax import lax
 
+from ipuxl import storage_layout
 from ipuxl.onnx.ops import (  # noqa: F401 - each module declares its rules
     math_activations,
     math_cast,
@@ -275,7 +276,8 @@ def relu(x: Any, *, consumed_inputs: Any = None) -> Any:
     return jnp.maximum(x, jnp.zeros((), x.dtype))
 
 
-@onnx_op("MatMul", since=(1, 9, 13), kind="matmul", check=matmul_check)
+@onnx_op("MatMul", since=(1, 9, 13), kind="matmul", check=matmul_check,
+         operand_layouts=storage_layout.dense_weight(1))
 def matmul(a: Any, b: Any) -> Any:
     """NumPy's matmul (1-D operands, batch broadcasting), in the operands' type."""
     return jnp.matmul(a, b, preferred_element_type=a.dtype)

@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from ipuxl import storage_layout
 from ipuxl.onnx.registry import onnx_op
 
 _CONV_VERSIONS = (1, 11, 22)
@@ -114,7 +115,8 @@ def _bias(y: Any, b: Any) -> Any:
     return y + jnp.reshape(b, (1, -1) + (1,) * (y.ndim - 2)).astype(y.dtype)
 
 
-@onnx_op("Conv", since=_CONV_VERSIONS, kind="conv")
+@onnx_op("Conv", since=_CONV_VERSIONS, kind="conv",
+         operand_layouts=storage_layout.conv_kernel(1))
 def conv(x: Any, w: Any, b: Any = None, *, auto_pad: str = "NOTSET",
          dilations: Sequence[int] | None = None, group: int = 1,
          kernel_shape: Sequence[int] | None = None, pads: Sequence[int] | None = None,

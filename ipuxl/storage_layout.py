@@ -1,0 +1,139 @@
+"""Device storage layouts: variables kept on the device in the layout their ops read fastest.
+
+XLA:CPU multiplies ``x @ W`` fastest when the weight ``W`` (``[K, N]``) is stored
+``[N, K]``: with ``[K, N]`` its matmul kernels repack the whole weight on every call
+(measured in ``benchmarks/onnx_inference.py``: an MLP at batch 32 runs about twice as fast
+with its weights stored transposed). Its convolutions read kernels ``[*spatial, I, O]``
+and transpose ONNX's ``[O, I, *spatial]`` on every call. ONNX's ``MatMul`` and PopXL's
+``matmul`` take the weight ``[K, N]``, ONNX's ``Conv`` the kernel ``OIHW``, so a Session
+stores such a weight permuted on the device instead:
+
+* An op declares the layouts it prefers with :attr:`ipuxl.op.OpDef.operand_layouts`
+  (``{input index: permutation}``, e.g. ``{1: (1, 0)}`` for a dense layer's weight).
+* :func:`choose` picks the variables (and large constants, passed to the executable as
+  arguments) of the main graph that only such ops read, all preferring the same
+  permutation (so the program never writes them: no op that prefers a layout modifies
+  its operand).
+* The device holds ``numpy.transpose(value, permutation)`` (:func:`to_device`); the
+  program reads it back through the inverse permutation (:func:`in_program`), which XLA
+  folds into the matmul, so no copy is made at run time.
+* Everything the user sees is the host value, unchanged: weights to and from the host,
+  ``get_tensor_data``, ``write_variable_data``, saved packages (:func:`to_host`).
+
+``IPUXL_STORAGE_LAYOUTS=0`` turns the layouts off (every variable stored as it is), to
+measure what they buy.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+__all__ = ["choose", "conv_kernel", "dense_weight", "enabled", "in_program", "to_device", "to_host",
+           "to_storage", "device_shape"]
+
+Permutation = tuple[int, ...]
+
+
+def enabled() -> bool:
+    """Whether Sessions store variables in their preferred layouts (the default)."""
+    return os.environ.get("IPUXL_STORAGE_LAYOUTS", "1").strip() != "0"
+
+
+def dense_weight(index: int) -> Any:
+    """An ``operand_layouts`` rule: input ``index`` is a dense layer's ``[K, N]`` weight
+    (a rank-2 right-hand side of a matmul), fastest stored ``[N, K]``."""
+
+    def layouts(op: Any) -> dict[int, Permutation]:
+        if index < len(op.inputs) and len(op.inputs[index].shape) == 2:
+            return {index: (1, 0)}
+        return {}
+
+    return layouts
+
+
+def conv_kernel(index: int) -> Any:
+    """An ``operand_layouts`` rule: input ``index`` is a convolution's ``[O, I, *spatial]``
+    kernel, fastest stored ``[*spatial, I, O]`` (XLA:CPU's convolutions read HWIO and
+    otherwise transpose the kernel on every call)."""
+
+    def layouts(op: Any) -> dict[int, Permutation]:
+        if index < len(op.inputs) and len(op.inputs[index].shape) >= 3:
+            rank = len(op.inputs[index].shape)
+            return {index: (*range(2, rank), 1, 0)}
+        return {}
+
+    return layouts
+
+
+def choose(graphs: Iterable[Any], main: Any, variables: Iterable[Any]
+           ) -> dict[Any, Permutation]:
+    """``{variable: permutation}`` for the ``variables`` of ``main`` that every reader
+    (across ``graphs``) wants stored permuted the same way; the rest are left out."""
+    if not enabled():
+        return {}
+    wanted: dict[Any, Permutation | None] = {}
+    for graph in graphs:
+        for op in graph.ops:
+            rule = op.opdef.operand_layouts
+            preferred = rule(op) if rule is not None and graph is main else {}
+            for index, tensor in enumerate(op.inputs):
+                perm = preferred.get(index)
+                if tensor in wanted and wanted[tensor] != perm:
+                    perm = None  # two readers disagree (or one wants it as it is)
+                wanted[tensor] = perm
+    chosen = {}
+    for var in variables:
+        perm = wanted.get(var)
+        if perm is not None and perm != tuple(range(len(perm))) and len(var.shape) == len(perm):
+            chosen[var] = perm
+    return chosen
+
+
+def _full(perm: Permutation, ndim: int) -> Permutation:
+    """``perm`` applied to the last axes of an array with leading (replica) axes."""
+    lead = ndim - len(perm)
+    return (*range(lead), *(lead + p for p in perm))
+
+
+def device_shape(shape: Iterable[int], perm: Permutation | None) -> tuple[int, ...]:
+    """The shape a variable of ``shape`` has on the device."""
+    shape = tuple(shape)
+    return shape if perm is None else tuple(shape[i] for i in _full(perm, len(shape)))
+
+
+def to_device(array: np.ndarray, perm: Permutation | None) -> np.ndarray:
+    """A host value (with any leading replica axes) in its device layout (a new array)."""
+    if perm is None:
+        return array
+    return np.ascontiguousarray(np.transpose(array, _full(perm, np.ndim(array))))
+
+
+def to_host(array: Any, perm: Permutation | None) -> np.ndarray:
+    """A device value read back (``np.asarray`` of it) in the host's layout."""
+    if perm is None:
+        return array
+    return np.ascontiguousarray(np.transpose(np.asarray(array), np.argsort(
+        _full(perm, np.ndim(array)))))
+
+
+def in_program(value: Any, perm: Permutation | None) -> Any:
+    """Inside the traced program: the stored (one replica's) ``value`` as the variable's
+    value."""
+    if perm is None:
+        return value
+    import jax.numpy as jnp
+
+    return jnp.transpose(value, tuple(int(i) for i in np.argsort(perm)))
+
+
+def to_storage(value: Any, perm: Permutation | None) -> Any:
+    """Inside the traced program: a new value of the variable in its stored layout."""
+    if perm is None:
+        return value
+    import jax.numpy as jnp
+
+    return jnp.transpose(value, perm)

@@ -1,0 +1,75 @@
+"""The importer's type rules are remembered per node signature (``ipuxl.onnx.registry``):
+repeated nodes trace once, and nodes that differ in any input type, static value or
+attribute get their own types."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("onnx")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+from ipuxl.onnx import registry  # noqa: E402
+from ipuxl.onnx.model_ir import model_to_ir  # noqa: E402
+
+
+def make_model(nodes, inputs, outputs, initializers=()):
+    graph = helper.make_graph(nodes, "g", inputs, outputs, list(initializers))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def value(name, shape):
+    return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+
+
+def traced(monkeypatch):
+    """Count the rules' traces (``jax.eval_shape`` as the registry calls it)."""
+    calls = []
+    real = registry.jax.eval_shape
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(registry.jax, "eval_shape", counting)
+    return calls
+
+
+def test_repeated_nodes_are_traced_once(monkeypatch):
+    # A shape never imported before, so no earlier test filled the cache for it.
+    shape = [3, 7, 11, 13]
+    nodes = [helper.make_node("Selu", ["x"], ["a"]), helper.make_node("Selu", ["a"], ["b"]),
+             helper.make_node("Selu", ["b"], ["y"])]
+    calls = traced(monkeypatch)
+    model = model_to_ir(make_model(nodes, [value("x", shape)], [value("y", shape)]))
+    assert len(calls) == 1
+    assert model.outputs["y"].shape == tuple(shape)
+
+
+def test_different_static_values_and_attributes_get_their_own_types():
+    nodes = [
+        helper.make_node("Reshape", ["x", "s1"], ["r1"]),
+        helper.make_node("Reshape", ["x", "s2"], ["r2"]),
+        helper.make_node("Transpose", ["x"], ["t1"], perm=[1, 0, 2]),
+        helper.make_node("Transpose", ["x"], ["t2"], perm=[2, 1, 0]),
+    ]
+    inits = [numpy_helper.from_array(np.array([6, 4], np.int64), "s1"),
+             numpy_helper.from_array(np.array([4, 6], np.int64), "s2")]
+    outputs = [value(n, None) for n in ("r1", "r2", "t1", "t2")]
+    model = model_to_ir(make_model(nodes, [value("x", [2, 3, 4])], outputs, inits))
+    assert [model.outputs[n].shape for n in ("r1", "r2", "t1", "t2")] == [
+        (6, 4), (4, 6), (3, 2, 4), (4, 3, 2)]
+
+
+def test_a_signature_names_every_input_type():
+    class Spec:
+        def __init__(self, shape, name):
+            self.shape, self.dtype = shape, type("D", (), {"name": name})()
+
+    a = registry._signature([Spec((2,), "float32")], None, (), {"axis": 1})
+    assert a == registry._signature([Spec((2,), "float32")], None, (), {"axis": 1})
+    assert a != registry._signature([Spec((2,), "float16")], None, (), {"axis": 1})
+    assert a != registry._signature([Spec((3,), "float32")], None, (), {"axis": 1})
+    assert a != registry._signature([Spec((2,), "float32")], None, (), {"axis": 0})
+    assert registry._signature([], None, (), {"body": object()}) is None  # traced
