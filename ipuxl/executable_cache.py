@@ -20,6 +20,11 @@ and writes the file; it does not use the in-memory cache, so the directory alone
 whether a Session compiles. Programs with host callbacks (``ops.print_tensor``, ...)
 are never written: their executables call back into this process.
 
+The ONNX command line and ``popart.InferenceSession`` use the engine cache by default, in
+the user's cache folder (bounded; see :mod:`ipuxl.cache_folder`). An engine entry is always
+compiled afresh, never read from JAX's persistent cache (:func:`fresh_compilations`):
+XLA:CPU cannot serialize such an executable again.
+
 Every executable ipuxl keeps on disk (JAX's persistent-cache entries, through
 :func:`use_persistent_cache`, and the runtime's ``ipuxl-executables`` folder) is a
 *sealed* entry (:func:`seal`): a header, the SHA-256 of the key and the bytes, the key
@@ -52,7 +57,8 @@ from typing import Any
 
 __all__ = ["ExecutableCache", "DEFAULT_CAPACITY", "DamagedEntry", "capacity",
            "set_capacity", "seal", "unseal", "write_atomically", "use_persistent_cache",
-           "ENGINE_SUFFIX", "engine_entry", "load_engine", "save_engine", "has_host_callbacks"]
+           "ENGINE_SUFFIX", "engine_entry", "load_engine", "save_engine", "has_host_callbacks",
+           "fresh_compilations"]
 
 _LOG = logging.getLogger("popart.session")
 
@@ -253,16 +259,22 @@ class SealedJaxCache:
         entry = self._base.get(key)
         if entry is None:
             return None
+        file = self._file(key)
+        if getattr(_FRESH, "active", False):
+            return None  # fresh_compilations(): compile, whatever is on disk
         try:
-            return unseal(key, entry)
+            payload = unseal(key, entry)
         except DamagedEntry as error:
-            file = self._file(key)
             _LOG.debug("XLA compile: persistent cache entry %s dropped (%s); compiling",
                        file or key, error)
             if file is not None:
                 with contextlib.suppress(OSError):
                     os.unlink(file)
             return None
+        if file is not None:
+            with contextlib.suppress(OSError):
+                os.utime(file)  # used now: a bounded folder evicts it last
+        return payload
 
     def put(self, key: str, value: bytes) -> None:
         file = self._file(key)
@@ -276,6 +288,24 @@ class SealedJaxCache:
 
 
 _SEAL_LOCK = threading.Lock()
+_FRESH = threading.local()
+
+
+@contextlib.contextmanager
+def fresh_compilations() -> Iterator[None]:
+    """Within the block, this thread's compilations skip JAX's persistent cache (they
+    still write to it): every executable is compiled by XLA.
+
+    The engine cache compiles this way, because XLA:CPU cannot serialize an executable
+    that was itself read from JAX's cache: written to an engine entry, it loads in a new
+    process and then fails to run (``NOT_FOUND: Function add_bitcast_fusion not
+    found``)."""
+    previous = getattr(_FRESH, "active", False)
+    _FRESH.active = True
+    try:
+        yield
+    finally:
+        _FRESH.active = previous
 
 
 def _seal_jax_cache() -> None:
@@ -374,6 +404,8 @@ def load_engine(path: str, devices: Iterable[Any]) -> tuple[Any, dict[str, Any]]
         results = jax.tree_util.tree_structure((0,) * metadata["results"])
         compiled = serialize_executable.deserialize_and_load(
             data[_LENGTH + length:], arguments, results, execution_devices=list(devices))
+        with contextlib.suppress(OSError):
+            os.utime(path)  # used now: a bounded cache folder evicts it last
     except Exception as error:  # damaged or stale: compile instead
         _LOG.warning("Failed to load cached PopART executable from %s: %s (entry dropped; "
                      "compiling again)", path, error)

@@ -24,10 +24,18 @@ from typing import Any
 import jax
 import numpy as np
 
-from ipuxl import devices, host_buffers, replication, session_options, storage_layout
+from ipuxl import (
+    cache_folder,
+    devices,
+    host_buffers,
+    replication,
+    session_options,
+    storage_layout,
+)
 from ipuxl.executable_cache import (
     EXECUTABLES,
     engine_entry,
+    fresh_compilations,
     has_host_callbacks,
     load_engine,
     save_engine,
@@ -156,9 +164,10 @@ class SessionCompile:
         item returned), so a program that only reads its weights copies nothing. The state
         is not donated: a failed run must leave it intact. Executables are shared between
         Sessions of identical Irs, or, with engine caching on
-        (``session_options.engine_cache_directory``), kept in its directory.
+        (``session_options.engine_cache_directory``, or the default folder that
+        :mod:`ipuxl.cache_folder` chose for the Ir), kept in its directory.
         """
-        directory = session_options.engine_cache_directory(self._ir)
+        directory = cache_folder.engine_directory(self._ir)
         if directory and self._processes == 1:
             return self._compile_with_engine_cache(directory)
         key = (fingerprint(self._ir, self._device_desc), str(self._device), self._donate,
@@ -185,14 +194,17 @@ class SessionCompile:
             written = tuple(None if slots is None else frozenset(slots)
                             for slots in metadata["static_written"])
             return compiled, written, tuple(metadata["updated"])
-        compiled, written, updated, calls_back = self._build_executable()
+        with fresh_compilations():  # what JAX's cache holds cannot be serialized again
+            compiled, written, updated, calls_back = self._build_executable()
         if calls_back:
             _LOG.debug("Engine cache: not written, the program calls back into Python")
-        else:
-            save_engine(path, compiled, {
+        elif save_engine(path, compiled, {
                 "static_written": [None if slots is None else sorted(slots)
                                    for slots in written],
-                "updated": list(updated)})
+                "updated": list(updated)}):
+            root = cache_folder.is_bounded(directory)
+            if root is not None:
+                cache_folder.enforce_bound(root)
         return compiled, written, updated
 
     def _engine_key(self) -> list[str]:

@@ -1,11 +1,24 @@
 """Fixtures shared by several test files."""
 
+import atexit
 import gc
+import os
+import shutil
 import sys
+import tempfile
 
 import jax
 import pytest
 from jax.experimental.compilation_cache import compilation_cache
+
+# The suite never writes to the user's cache folder: ~/.cache/ipuxl is replaced by a
+# folder of its own (removed at exit), and the default cache of the ONNX command line and
+# InferenceSession is off (IPUXL_CACHE=0), so tests compile as they did before it existed;
+# tests/test_default_cache.py turns it on per test. Subprocesses inherit both.
+_XDG_CACHE_HOME = tempfile.mkdtemp(prefix="ipuxl_test_cache_")
+atexit.register(shutil.rmtree, _XDG_CACHE_HOME, ignore_errors=True)
+os.environ["XDG_CACHE_HOME"] = _XDG_CACHE_HOME
+os.environ["IPUXL_CACHE"] = "0"
 
 _CACHE_OPTIONS = ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs",
                   "jax_persistent_cache_min_entry_size_bytes")

@@ -14,6 +14,12 @@ The command imports the model with :func:`ipuxl.onnx.model_to_ir` and then
    a few statistics;
 4. prints the time taken to import, estimate, compile, and run (first and second run).
 
+Compiled programs are kept on disk, so the next run of the same model (same shapes, same
+device) loads its executable instead of compiling: in ``POPXL_CACHE_DIR`` when it is set,
+else in the user's cache folder (``$XDG_CACHE_HOME/ipuxl`` or ``~/.cache/ipuxl``, at most
+``IPUXL_CACHE_MAX_BYTES``, 2 GiB by default; ``IPUXL_CACHE=0`` turns it off). See
+:mod:`ipuxl.cache_folder`. The ``cache:`` line of the run says which folder was used.
+
 Symbolic input dimensions take their sizes from ``--shape NAME=D0,D1,...``; any left
 without one are set to 1 (with a note). A model with operators or attributes ipuxl cannot
 import gets the importer's error, which lists all of them with their node names, on
@@ -97,8 +103,14 @@ def run(options: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         import onnx  # noqa: F401 - only to fail early with a clear message
     except ImportError:
         parser.exit(1, "ipuxl onnx needs the onnx package: pip install 'ipuxl[onnx]'\n")
+    from ipuxl import cache_folder
     from ipuxl.onnx.importer import OnnxImportError, load_model
 
+    try:  # the cache settings are checked before the (long) import
+        cache_folder.default_folder()
+        cache_folder.max_bytes()
+    except ValueError as error:
+        parser.exit(1, f"error: {error}\n")
     shapes = _parse_shapes(options.shape, parser)
     low, high = _parse_int_range(options.int_range, parser)
     if options.tiles is not None:
@@ -148,6 +160,8 @@ def run(options: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
     inputs = random_inputs(specs, seed=options.seed, int_range=(low, high))
     print("\n== Run ==")
+    cache = cache_folder.use_for_inference(program.ir)
+    print(f"cache: {cache or 'off'}")
     print(f"device: {options.device}; random inputs (seed {options.seed}):")
     for name, array in inputs.items():
         print(f"  {name}: {list(array.shape)} {array.dtype}")

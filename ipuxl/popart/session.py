@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from ipuxl import cache_folder
 from ipuxl.host_values import cast
 from ipuxl.popart.arguments import output_array
 from ipuxl.popart.dataflow import AnchorReturnTypeId, DataFlow
@@ -454,6 +455,8 @@ class InferenceSession(_Session):
                  userOptions: Any = None, name: str = "inference"):  # noqa: N803
         super().__init__(fnModel, dataFlow, deviceInfo, inputShapeInfo, patterns, userOptions,
                          name)
+        # Inference programs keep their executable in the user's cache folder by default.
+        cache_folder.use_for_inference(self._program.ir, userOptions)
 
     @classmethod
     def fromIr(cls, *args: Any, **kwargs: Any) -> Any:  # noqa: N802
