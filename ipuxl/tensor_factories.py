@@ -26,7 +26,8 @@ from ipuxl.replica_grouping import ReplicaGrouping
 from ipuxl.tensor import Constant, Tensor, TensorSpec, Variable
 from ipuxl.utils import to_numpy
 
-__all__ = ["variable", "constant", "graph_input", "graph_output", "remote_variable"]
+__all__ = ["variable", "constant", "adopted_constant", "graph_input", "graph_output",
+           "remote_variable"]
 
 _RETRIEVAL_MODES = ("one_per_group", "all_replicas")
 
@@ -161,6 +162,21 @@ def constant(
             numbers (None, strings, objects).
         ValueError: a value that does not fit the dtype (as for ``variable``).
     """
+    return _constant(data, dtype, name, downcast, log2_scale, nan_on_overflow, copy=True)
+
+
+def adopted_constant(array: np.ndarray, dtype: dtypes.dtype, name: str | None = None
+                     ) -> Constant:
+    """A constant that holds ``array`` itself (made read-only) instead of a copy, with
+    :func:`constant`'s checks: for a caller that made ``array`` and gives it up, such as
+    the ONNX importer with the values it folds (copying them was a third of the import
+    time of a model whose weights are folded)."""
+    return _constant(array, dtype, name, False, None, None, copy=False)
+
+
+def _constant(data: Any, dtype: dtypes.dtype | None, name: str | None, downcast: bool,
+              log2_scale: int | None, nan_on_overflow: bool | None, *, copy: bool
+              ) -> Constant:
     graph = get_current_context().graph
     if dtype is None and isinstance(data, np.ndarray) and data.dtype in (
         dtypes.np_dtype_float8_143, dtypes.np_dtype_float8_152
@@ -173,7 +189,7 @@ def constant(
         # A constant keeps a read-only copy: reading the memmap as a plain array makes
         # to_numpy copy and convert it like any array (it returns memmaps uncopied).
         data = np.asarray(data)
-    host = to_numpy(data, dtype, downcast, copy=True, log2_scale=log2_scale,
+    host = to_numpy(data, dtype, downcast, copy=copy, log2_scale=log2_scale,
                     nan_on_overflow=nan_on_overflow, what=_what("constant", name))
     tensor_dtype = dtypes.dtype.as_dtype(host.dtype if dtype is None else dtype)
     host.flags.writeable = False

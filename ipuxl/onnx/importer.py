@@ -48,6 +48,7 @@ from ipuxl.onnx.registry import Rule, call_rule, canonical_domain, dtype_of, fin
 from ipuxl.onnx.structure import check_structure
 from ipuxl.onnx.tensors import dense_array, tensor_array
 from ipuxl.tensor import Tensor
+from ipuxl.tensor_factories import adopted_constant
 
 __all__ = ["model_source", "Importer", "RandomDraws", "NodeContext", "OnnxImportError",
            "NeedsValueError",
@@ -337,6 +338,9 @@ class Importer:
     training: bool | None = None
     popart: bool = False
     _constants: dict[tuple[int, str, int], tuple[Any, Tensor]] = field(default_factory=dict)
+    # The arrays the importer folded itself (by id, kept alive): read-only and nobody
+    # else's, so a constant may hold them without a copy.
+    _folded: dict[int, np.ndarray] = field(default_factory=dict)
 
     def run(self, graph: Any, env: dict[str, Value]) -> dict[str, Value]:
         """Import ``graph``'s nodes; ``env`` has its inputs and initializers and gets
@@ -410,8 +414,12 @@ class Importer:
         found = self._constants.get(key)
         if found is None or found[1].graph is not graph:
             array = np.asarray(value)
-            found = (value, ipuxl.constant(array, dtype=dtype_of(array.dtype), name=name,
-                                           downcast=False))
+            if self._folded.get(id(value)) is value:
+                constant = adopted_constant(array, dtype_of(array.dtype), name)
+            else:
+                constant = ipuxl.constant(array, dtype=dtype_of(array.dtype), name=name,
+                                          downcast=False)
+            found = (value, constant)
             self._constants[key] = found
         return found[1]
 
@@ -503,7 +511,11 @@ class Importer:
                 arrays = [jnp.asarray(np.asarray(v)) for _, v in dynamic]
                 result = call_rule(rule, arrays, "".join(slots), statics, attrs)
                 results = result if isinstance(result, (list, tuple)) else (result,)
-                return [np.asarray(r) for r in results]
+                arrays = [np.asarray(r) for r in results]
+                for array in arrays:
+                    array.flags.writeable = False
+                    self._folded[id(array)] = array
+                return arrays
         except OnnxImportError:
             raise
         except Exception as error:

@@ -83,6 +83,7 @@ class Rule:
     random: bool = False
     takes_training: bool = False
     operand_layouts: Callable[[Any], Any] | None = None
+    types: Callable[..., list[TensorSpec] | None] | None = None
     opdef: OpDef | None = field(default=None, repr=False)
 
     @property
@@ -134,11 +135,13 @@ def _keyword_names(fn: Callable[..., Any], random: bool) -> tuple[frozenset[str]
 def onnx_op(op_type: str, *, since: int | Sequence[int] = 1, domain: str = "",
             static: Sequence[int] = (), value_dependent: bool = False,
             kind: str = "elementwise", check: Callable[..., None] | None = None,
-            random: bool = False, operand_layouts: Callable[[Any], Any] | None = None
+            random: bool = False, operand_layouts: Callable[[Any], Any] | None = None,
+            types: Callable[..., list[TensorSpec] | None] | None = None
             ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Declare ``fn(*inputs, **attributes)`` as the rule for ``op_type`` (see the module
     docstring). ``since`` may list several versions that share the function.
-    ``operand_layouts`` is the op's :attr:`ipuxl.op.OpDef.operand_layouts`."""
+    ``operand_layouts`` is the op's :attr:`ipuxl.op.OpDef.operand_layouts`; ``types``
+    states the output types without tracing (:mod:`ipuxl.onnx.type_rules`)."""
 
     def declare(fn: Callable[..., Any]) -> Callable[..., Any]:
         attributes, takes = _keyword_names(fn, random)
@@ -148,7 +151,7 @@ def onnx_op(op_type: str, *, since: int | Sequence[int] = 1, domain: str = "",
                         static=frozenset(static), value_dependent=value_dependent,
                         kind=_family(kind), attributes=attributes, takes_num_outputs=takes,
                         check=check, random=random, takes_training=takes_training,
-                        operand_layouts=operand_layouts)
+                        operand_layouts=operand_layouts, types=types)
             rule.opdef = _make_opdef(rule)
             _register(rule)
         return fn
@@ -251,6 +254,10 @@ def _make_opdef(rule: Rule) -> OpDef:
 
     def infer(*tensors: Any, slots: str | None = None, static: tuple = (), **attrs: Any
               ) -> list[TensorSpec]:
+        if rule.types is not None:
+            stated = rule.types(tensors, slots, attrs)
+            if stated is not None:
+                return stated
         key = _signature(tensors, slots, static, attrs)
         if key is not None and key in known_types:
             return list(known_types[key])

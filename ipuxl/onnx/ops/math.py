@@ -32,6 +32,7 @@ from ipuxl.onnx.ops import (  # noqa: F401 - each module declares its rules
 )
 from ipuxl.onnx.ops.popart_checks import broadcast_check, matmul_check
 from ipuxl.onnx.registry import onnx_op
+from ipuxl.onnx.type_rules import broadcast_float, same_float
 from ipuxl.ops.elementwise import abs_value, c_div, c_rem
 
 
@@ -66,13 +67,13 @@ _UNARY_7_22 = (7, 22)
 _UNARY_9_22 = (9, 22)
 
 
-def _unary(op_type: str, since: tuple[int, ...], fn: Any) -> None:
+def _unary(op_type: str, since: tuple[int, ...], fn: Any, same_type: bool = True) -> None:
     def rule(x: Any, *, consumed_inputs: Any = None) -> Any:
         return fn(x)
 
     rule.__name__ = rule.__qualname__ = op_type.lower()
     rule.__doc__ = f"ONNX {op_type}."
-    onnx_op(op_type, since=since)(rule)
+    onnx_op(op_type, since=since, types=same_float if same_type else None)(rule)
 
 
 def _reciprocal(x: Any) -> Any:
@@ -102,10 +103,10 @@ for _name, _since, _fn in [
     ("Atanh", _UNARY_9_22, jnp.arctanh),
     ("Erf", (9, 13), lax.erf),
     ("Sign", (9, 13), jnp.sign),
-    ("IsNaN", (9, 13, 20), jnp.isnan),
-    ("Not", (1,), jnp.logical_not),
 ]:
     _unary(_name, _since, _fn)
+_unary("IsNaN", (9, 13, 20), jnp.isnan, same_type=False)  # bool results
+_unary("Not", (1,), jnp.logical_not, same_type=False)
 
 
 @onnx_op("IsInf", since=(10, 20))
@@ -142,7 +143,9 @@ def _binary(op_type: str, since: tuple[int, ...], fn: Any) -> None:
 
     rule.__name__ = rule.__qualname__ = op_type.lower()
     rule.__doc__ = f"ONNX {op_type} (NumPy broadcasting; opsets 1-6 ``broadcast``/``axis``)."
-    onnx_op(op_type, since=since, check=broadcast_check(op_type, mixed_scalar=mixed))(rule)
+    types = broadcast_float if op_type in ("Add", "Sub", "Mul", "Div") else None
+    onnx_op(op_type, since=since, check=broadcast_check(op_type, mixed_scalar=mixed),
+            types=types)(rule)
 
 
 for _name, _since, _fn in [
@@ -271,7 +274,7 @@ def _clip(x: Any, low: Any, high: Any) -> Any:
 
 
 # ----------------------------------------------------------------------- Relu, MatMul
-@onnx_op("Relu", since=(1, 6, 13, 14))
+@onnx_op("Relu", since=(1, 6, 13, 14), types=same_float)
 def relu(x: Any, *, consumed_inputs: Any = None) -> Any:
     return jnp.maximum(x, jnp.zeros((), x.dtype))
 

@@ -16,6 +16,7 @@ from jax import lax
 
 from ipuxl import storage_layout
 from ipuxl.onnx.registry import onnx_op
+from ipuxl.tensor import TensorSpec
 
 _CONV_VERSIONS = (1, 11, 22)
 
@@ -115,8 +116,35 @@ def _bias(y: Any, b: Any) -> Any:
     return y + jnp.reshape(b, (1, -1) + (1,) * (y.ndim - 2)).astype(y.dtype)
 
 
+def _conv_types(tensors: Sequence[Any], slots: str | None, attrs: dict[str, Any]
+                ) -> list[TensorSpec] | None:
+    """Conv's output type without tracing: ``[N, M, *spatial]``, each spatial size
+    ``(in + pads - dilation * (k - 1) - 1) // stride + 1``, for floating-point ``x`` and
+    ``w`` of one type whose channels match ``group``; anything else is traced."""
+    if slots is not None or len(tensors) not in (2, 3):
+        return None
+    x, w = tensors[0], tensors[1]
+    group = int(attrs.get("group", 1))
+    if (not x.dtype.is_floating_point or w.dtype != x.dtype or len(x.shape) != len(w.shape)
+            or len(x.shape) < 3 or group < 1 or x.shape[1] != w.shape[1] * group
+            or w.shape[0] % group):
+        return None
+    kernel = tuple(w.shape[2:])
+    strides, dilations = window_attributes(
+        len(x.shape), kernel, strides=attrs.get("strides"), dilations=attrs.get("dilations"),
+        pads=attrs.get("pads"), auto_pad=attrs.get("auto_pad", "NOTSET"),
+        kernel_shape=attrs.get("kernel_shape"))
+    padding = spatial_pads(x.shape[2:], kernel, strides, dilations, attrs.get("pads"),
+                           attrs.get("auto_pad", "NOTSET"))
+    spatial = [(size + lo + hi - d * (k - 1) - 1) // s + 1 for size, (lo, hi), k, s, d
+               in zip(x.shape[2:], padding, kernel, strides, dilations)]
+    if min(spatial, default=1) < 1:
+        return None
+    return [TensorSpec((x.shape[0], w.shape[0], *spatial), x.dtype)]
+
+
 @onnx_op("Conv", since=_CONV_VERSIONS, kind="conv",
-         operand_layouts=storage_layout.conv_kernel(1))
+         operand_layouts=storage_layout.conv_kernel(1), types=_conv_types)
 def conv(x: Any, w: Any, b: Any = None, *, auto_pad: str = "NOTSET",
          dilations: Sequence[int] | None = None, group: int = 1,
          kernel_shape: Sequence[int] | None = None, pads: Sequence[int] | None = None,

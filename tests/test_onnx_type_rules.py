@@ -1,0 +1,84 @@
+"""Every operator that states its output types without tracing
+(``ipuxl.onnx.type_rules``, ``@onnx_op(types=...)``) states what tracing its function
+gives, and leaves the inputs it does not cover to tracing."""
+
+from __future__ import annotations
+
+import itertools
+
+import jax
+import pytest
+
+from ipuxl import dtypes
+from ipuxl.onnx import registry
+from ipuxl.onnx.ops import nn_conv  # noqa: F401 - declares Conv
+from ipuxl.onnx.type_rules import broadcast_float, same_float
+from ipuxl.tensor import TensorSpec
+
+
+def rules_with(types):
+    found = [rule for rules in registry._RULES.values() for rule in rules
+             if rule.types is types]
+    assert found, f"no operator declares {types.__name__}"
+    return found
+
+
+def traced(rule, specs, attrs):
+    """What tracing the rule's function gives (the importer's fallback)."""
+    args = [jax.ShapeDtypeStruct(s.shape, s.dtype.jax_dtype) for s in specs]
+    out = jax.eval_shape(lambda *a: registry.call_rule(rule, a, None, (), attrs), *args)
+    outs = out if isinstance(out, tuple) else (out,)
+    return [TensorSpec(tuple(o.shape), dtypes.dtype.as_dtype(o.dtype)) for o in outs]
+
+
+@pytest.mark.parametrize("shape, dtype", [((2, 3), dtypes.float32), ((4,), dtypes.float16),
+                                          ((), dtypes.float32)])
+def test_same_float_rules_state_what_tracing_gives(shape, dtype):
+    for rule in rules_with(same_float):
+        specs = [TensorSpec(shape, dtype)]
+        assert rule.types(specs, None, {}) == traced(rule, specs, {}), rule.name
+
+
+@pytest.mark.parametrize("a, b", [((2, 3), (3,)), ((1, 3), (2, 1)), ((), (4, 1))])
+def test_broadcast_rules_state_what_tracing_gives(a, b):
+    for rule in rules_with(broadcast_float):
+        if rule.since < 7:
+            continue  # the legacy broadcast attribute
+        specs = [TensorSpec(a, dtypes.float32), TensorSpec(b, dtypes.float32)]
+        assert rule.types(specs, None, {}) == traced(rule, specs, {}), rule.name
+
+
+def test_conv_states_what_tracing_gives():
+    (conv, *_) = registry._RULES[("ai.onnx", "Conv")]
+    cases = itertools.product(
+        [((1, 4, 9, 8), (6, 4, 3, 2), 1), ((2, 4, 7, 7), (4, 2, 3, 3), 2),
+         ((1, 3, 10), (5, 3, 4), 1)],
+        [{}, {"strides": [2] * 2, "pads": [1, 0, 1, 1]}, {"auto_pad": "SAME_UPPER"},
+         {"auto_pad": "SAME_LOWER", "strides": [2, 3], "dilations": [1, 2]},
+         {"auto_pad": "VALID", "dilations": [2, 1]}])
+    checked = 0
+    for (x, w, group), attrs in cases:
+        n = len(x) - 2
+        attrs = {k: (v[:n] if k in ("strides", "dilations") else v[:2 * n] if k == "pads"
+                     else v) for k, v in attrs.items()}
+        attrs = {**attrs, "group": group}
+        specs = [TensorSpec(x, dtypes.float32), TensorSpec(w, dtypes.float32)]
+        assert conv.types(specs, None, attrs) == traced(conv, specs, attrs), (x, w, attrs)
+        checked += 1
+    assert checked == 15
+
+
+def test_inputs_a_rule_does_not_cover_are_traced():
+    (conv, *_) = registry._RULES[("ai.onnx", "Conv")]
+    ints = [TensorSpec((2, 3), dtypes.int32)]
+    assert same_float(ints, None, {}) is None  # Relu of ints: traced
+    mixed = [TensorSpec((2,), dtypes.float32), TensorSpec((2,), dtypes.float16)]
+    assert broadcast_float(mixed, None, {}) is None
+    assert broadcast_float([TensorSpec((2,), dtypes.float32)] * 2, None,
+                           {"broadcast": 1}) is None
+    assert broadcast_float([TensorSpec((2,), dtypes.float32),
+                            TensorSpec((3,), dtypes.float32)], None, {}) is None
+    wrong_channels = [TensorSpec((1, 4, 5, 5), dtypes.float32),
+                      TensorSpec((2, 3, 1, 1), dtypes.float32)]
+    assert conv.types(wrong_channels, None, {}) is None
+    assert same_float([TensorSpec((2,), dtypes.float32)], "ts", {}) is None
