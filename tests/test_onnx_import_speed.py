@@ -94,3 +94,20 @@ def test_folded_values_are_held_without_a_copy_and_user_arrays_are_copied():
     assert user.flags.writeable  # the user's array is left as it was ...
     user[0, 0] = 100.0
     assert kept[0]._data[0, 0] == 0.0  # ... and the constant holds its own copy
+
+
+def test_weights_hold_the_decoded_initializers_and_read_back_unchanged():
+    import ipuxl
+
+    weight = np.arange(6, dtype=np.float32).reshape(3, 2)
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["y"])]
+    model = model_to_ir(make_model(nodes, [value("x", [1, 3])], [value("y", [1, 2])],
+                                   [numpy_helper.from_array(weight, "w")]))
+    w = model.weights["w"]
+    np.testing.assert_array_equal(w._data, weight)
+    with ipuxl.Session(model.ir, "cpu") as session:
+        session.write_variable_data(w, 2 * weight)  # replaces the host copy, in no place
+        np.testing.assert_array_equal(session.get_tensor_data(w), 2 * weight)
+        y = session.run({model.inputs["x"]: np.ones((1, 3), np.float32)})
+    np.testing.assert_array_equal(y[model.outputs["y"]], [[12.0, 18.0]])
+    np.testing.assert_array_equal(w._data, weight)  # the initial value is unchanged

@@ -20,6 +20,7 @@ from ipuxl.onnx.importer import (
 from ipuxl.onnx.registry import dtype_of
 from ipuxl.onnx.structure import check_structure
 from ipuxl.onnx.tensors import dense_array, tensor_array
+from ipuxl.tensor_factories import adopted_variable
 
 __all__ = ["ModelIr", "model_to_ir", "initializer_arrays"]
 
@@ -110,8 +111,8 @@ def model_to_ir(model: Any, *, input_shapes: Mapping[str, Sequence[int]] | None 
     with ir.main_graph:
         for name, array in arrays.items():
             if is_weight(array) and name not in known_inputs:
-                weights[name] = env[name] = ipuxl.variable(
-                    array, dtype=dtype_of(array.dtype), name=name, downcast=False)
+                # initializer_arrays made the array: the variable holds it, uncopied.
+                weights[name] = env[name] = adopted_variable(array, dtype_of(array.dtype), name)
                 importer.known[name] = array
             else:
                 env[name] = array
