@@ -655,7 +655,8 @@ def test_message_step_io_ids_and_callbacks():
     (None, TypeError, r"fnModel must be the bytes of an ONNX model, a path or an "
                       r"onnx.ModelProto, got NoneType"),
     (5, TypeError, r"fnModel must be.*got int"),
-    (b"\x08\x07garbage", popart.popart_exception, r"fnModel: "),
+    (b"\x08\x07garbage", popart.popart_exception,
+     r"^Failed to load a ModelProto from the string '\\x08\\x07garbage'"),
     (onnx.ModelProto(), popart.popart_exception, r"fnModel: .*no ONNX graph"),
 ])
 def test_message_fn_model_must_be_a_model(fn_model, error, message):

@@ -99,7 +99,7 @@ def test_seed_parameters_and_virtual_graph():
     w_data = np.random.rand(64, 4, 3, 3).astype(np.float16)
     w1 = builder.addInitializedInputTensor(w_data)
     assert builder.isInitializer(w1) and w1 in builder.getTrainableTensorIds()
-    assert builder.getInputTensorIds() == [x]
+    assert builder.getInputTensorIds() == [x, w1]  # weights too, as PopART lists them
     we = builder.addInitializedInputTensor(np.zeros([32, 4, 3, 3], np.float16))
     bi = builder.addInitializedInputTensor(np.zeros([32], np.float16))
     o = builder.aiOnnx.conv([x, we, bi], dilations=[1, 1], pads=[1, 1, 1, 1], strides=[1, 1])

@@ -69,7 +69,7 @@ def test_initializers_become_constants():
     assert list(model.graph.node[0].output) == [shape]
     assert [t.name for t in model.graph.initializer] == [weight]
     loaded = popart.Builder(transformer.getModelProto())
-    assert loaded.getInputTensorIds() == [x]
+    assert loaded.getInputTensorIds() == [x, weight]  # the constant is no input now
     feeds = {x: np.arange(6, dtype=np.float32).reshape(2, 3)}
     flow = popart.DataFlow(1, {out: popart.AnchorReturnType("All")})
     session = popart.InferenceSession(transformer.getModelProto(), flow,
@@ -86,7 +86,7 @@ def test_all_fixed_point_initializers_become_constants():
     transformer = popart.GraphTransformer(builder.getModelProto())
     transformer.convertAllFixedPointInitializersToConstants()
     loaded = popart.Builder(transformer.getModelProto())
-    assert loaded.getInputTensorIds() == [x]
+    assert loaded.getInputTensorIds() == [x, weight]
     assert loaded.getTrainableTensorIds() == [weight]
 
 

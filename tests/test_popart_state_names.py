@@ -103,10 +103,10 @@ def test_accumulation_settings_give_popart_s_errors():
                        "but accumulationFactor > 1."):
         session([], popart.ConstSGD(0.1), options)
     options.enableGradientAccumulation = True
-    built, _, _, _ = model()
+    built, _, _, loss = model()
     with pytest.raises(popart.popart_exception, match="^Gradient Accumulation only available "
-                       "when training"):
-        popart.InferenceSession(built, popart.DataFlow(1, []), userOptions=options,
+                       "when training"):  # with an anchor: PopART checks anchors first
+        popart.InferenceSession(built, popart.DataFlow(1, [loss]), userOptions=options,
                                 deviceInfo=popart.DeviceManager().createCpuDevice())
 
 

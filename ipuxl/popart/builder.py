@@ -160,7 +160,6 @@ class Builder(AnnotationsMixin):
         self._context: dict[str, Any] = {}
         self._version = 0  # bumped on every change (shape-inference cache key)
         self._shape_cache: tuple[int, dict[str, tuple[list[int], int]]] | None = None
-        self._variable_settings: dict[str, VariableSettings] = {}
         onnx_version = int(self._opsets["ai.onnx"])
         if not 6 <= onnx_version <= LATEST_OPSET:
             raise popart_exception(f"Builder: ai.onnx opset {onnx_version} is not available "
@@ -267,9 +266,11 @@ class Builder(AnnotationsMixin):
                                   debugContext: str = "") -> str:
         """Add a weight with value ``initVal`` (an initializer, also listed as an input,
         as PopART writes it). ``addInitializedInputTensor(array, variableSettings,
-        debugContext)`` records how replicas share it. Returns its id."""
+        debugContext)`` records how replicas share it in the model's metadata (see
+        :mod:`ipuxl.popart.variable_groups`). Returns its id."""
+        from ipuxl.popart.variable_groups import input_shape, settings_metadata
 
-        settings = None
+        settings = VariableSettings()
         for arg in args:
             if isinstance(arg, (str, DebugContext)):
                 debugContext = arg
@@ -280,12 +281,15 @@ class Builder(AnnotationsMixin):
                             "initial value as a numpy array.")
         array = np.asarray(initVal)
         check_numbers(array, f"addInitializedInputTensor({str(debugContext) or 'init_input'!r})")
-        name = self._ids.fresh(self._scoped(str(debugContext) or "init_input"))
+        requested = self._scoped(str(debugContext) or "init_input")
+        metadata = settings_metadata(settings, repr(requested))
+        name = self._ids.fresh(requested)
         tensor = typed_initializer(array, name)  # as PopART stores it (float_data...)
         self._model.graph.initializer.append(tensor)
-        self._model.graph.input.append(_value_info(name, tensor.data_type, array.shape))
-        if settings is not None:
-            self._variable_settings[name] = settings
+        shape = input_shape(self._model, settings, array.shape)
+        self._model.graph.input.append(_value_info(name, tensor.data_type, shape))
+        for key_prefix, value in metadata:
+            self._model.metadata_props.add(key=key_prefix + name, value=value)
         self._changed()
         return name
 
@@ -379,8 +383,8 @@ class Builder(AnnotationsMixin):
 
     # ------------------------------------------------------------------ queries
     def getInputTensorIds(self) -> list[str]:  # noqa: N802 - PopART's name
-        weights = {t.name for t in self._model.graph.initializer}
-        return [i.name for i in self._model.graph.input if i.name not in weights]
+        """The graph's inputs, initialized ones (weights) included, as PopART lists them."""
+        return [i.name for i in self._model.graph.input]
 
     def getOutputTensorIds(self) -> list[str]:  # noqa: N802
         return [o.name for o in self._model.graph.output]

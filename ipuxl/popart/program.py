@@ -5,7 +5,8 @@ The Ir a PopART session runs is an ordinary PopXL program:
 * one h2d stream per model input and one d2h stream per anchor;
   ``ir.num_host_transfers`` is ``batchesPerStep * accumulationFactor`` (one slot per
   micro-batch) and ``ir.replication_factor`` the replication factor;
-* one variable per floating-point initializer (the weights, named as in the model), and
+* one variable per floating-point initializer (the weights, named as in the model; a
+  weight with ``VariableSettings`` is grouped, :mod:`ipuxl.popart.variable_groups`), and
   ``randomSeed___`` for random operators (:mod:`ipuxl.popart.session_random`);
 * inference: ``repeat(batchesPerStep)`` of a body that loads the inputs, runs the imported
   ONNX graph and stores every anchor;
@@ -42,6 +43,7 @@ from ipuxl.onnx.importer import (
     value_info_spec,
 )
 from ipuxl.onnx.model_ir import initializer_arrays, is_weight
+from ipuxl.onnx.ops.popart_checks import unknown_input_shape_message
 from ipuxl.onnx.registry import dtype_of
 from ipuxl.popart import session_random as seeds
 from ipuxl.popart.errors import popart_exception
@@ -73,6 +75,7 @@ from ipuxl.popart.optimizer_state_names import (
 )
 from ipuxl.popart.patterns import check_excluded_patterns
 from ipuxl.popart.pipeline import check_pipelining
+from ipuxl.popart.variable_groups import single_valued, variable_like, weight_variable
 
 __all__ = ["Program", "Plan", "build_program"]
 
@@ -155,6 +158,9 @@ def _input_specs(model: Any, shape_info: Any) -> dict[str, tuple[tuple[int, ...]
     for info in model.graph.input:
         if info.name in initializers:
             continue
+        unknown = None if info.name in shapes else unknown_input_shape_message(info)
+        if unknown is not None:
+            raise popart_exception(unknown)
         shape, dtype = value_info_spec(info, shapes)
         specs[info.name] = (shape, dtype)
     return specs
@@ -170,6 +176,8 @@ def build_program(fn_model: Any, dataflow: Any, *, input_shape_info: Any = None,
     check_model(model)
     source = model_source(fn_model, model)
     training = optimizer is not None
+    if not training and dataflow.nAnchors() == 0:  # PopART's whole message (Ir::setDataFlow)
+        raise popart_exception("User must specify an anchor tensor when doing inference.")
     plan = _plan(dataflow, options, training)
     check_pipelining(model, options, plan.batches_per_step, training)
     check_excluded_patterns(model)
@@ -186,10 +194,10 @@ def build_program(fn_model: Any, dataflow: Any, *, input_shape_info: Any = None,
             program.inputs[name] = ipuxl.h2d_stream(shape, dtype_of(dtype), name=name)
             program.infos[name] = (shape, dtype_of(dtype))
         for name, array in arrays.items():
-            if is_weight(array):
-                program.weights[name] = ipuxl.variable(array, dtype_of(array.dtype),
-                                                       name=name, downcast=False)
-                program.infos[name] = (array.shape, dtype_of(array.dtype))
+            if is_weight(array):  # one replica's shape: a grouped weight's is a group's
+                weight = weight_variable(model, name, array, plan.replicas)
+                program.weights[name] = weight
+                program.infos[name] = (tuple(weight.shape), weight.dtype)
         if seeds.draws_random(model, training):
             program.random_seed = seeds.seed_variable()
         if training:
@@ -202,8 +210,10 @@ def build_program(fn_model: Any, dataflow: Any, *, input_shape_info: Any = None,
 
 def _load_fn_model(fn_model: Any) -> Any:
     """The session's ``fnModel`` as an ``onnx.ModelProto``: its type and emptiness are
-    checked here, in PopART's words; what it holds, by :func:`ipuxl.onnx.importer.load_model`
-    (whose message this prefixes with ``fnModel:``)."""
+    checked here; bytes (or a string naming no file) that are no serialized ModelProto
+    raise PopART's ``popart_exception`` (:func:`ipuxl.popart.builder.load_model`); what
+    a model holds is checked by :func:`ipuxl.onnx.importer.load_model` (whose message
+    this prefixes with ``fnModel:``)."""
     import onnx
 
     from ipuxl.onnx.importer import OnnxImportError
@@ -216,6 +226,13 @@ def _load_fn_model(fn_model: Any) -> Any:
     if isinstance(fn_model, (bytes, bytearray, str)) and not fn_model:
         raise popart_exception(f"fnModel is empty ({fn_model!r}), so there is no model to "
                                f"run. {forms}")
+    if isinstance(fn_model, (bytes, bytearray)) or \
+            (isinstance(fn_model, str) and not os.path.isfile(fn_model)):
+        # PopART reads a string that names no file as a serialized ModelProto, and refuses
+        # one that is not with popart_exception ("Failed to load a ModelProto from ...").
+        from ipuxl.popart.builder import load_model as load_model_string
+
+        fn_model = load_model_string(fn_model, "fnModel")
     try:
         return unpacked_float16(load_model(fn_model))  # PopART's FLOAT16 storage
     except OnnxImportError as error:
@@ -240,7 +257,7 @@ def _build_inference(program: Program, dataflow: Any, arrays: dict[str, np.ndarr
             graph_input = ipuxl.graph_input(variable.shape, variable.dtype, name)
             bindings[graph_input] = variable
             env[name] = graph_input
-            importer.known[name] = arrays[name]
+        importer.known.update(single_valued(program.weights, arrays))
         for name, stream in program.inputs.items():
             env[name] = ops.host_load(stream, name)
         importer.run(model.graph, env)
@@ -260,7 +277,7 @@ def _build_training(program: Program, dataflow: Any, arrays: dict[str, np.ndarra
                     options: Any, state_values: Mapping[str, np.ndarray]) -> None:
     import ipuxl
     from ipuxl import ops
-    from ipuxl.transforms import autodiff
+    from ipuxl.transforms.autodiff import autodiff_with_integer_gradients
 
     model, ir, plan = program.model, program.ir, program.plan
     if loss is None and not losses:
@@ -279,6 +296,8 @@ def _build_training(program: Program, dataflow: Any, arrays: dict[str, np.ndarra
                        if a not in gradient_anchors and a not in accum_anchors
                        and a not in scalars and a not in updated_anchors]
     check_accumulator_anchors(accum_anchors, program)
+    from ipuxl.onnx.ops.nn_norm import running_statistics
+    copied = running_statistics(model.graph, list(program.weights))
     graph, constants = constants_with_gradients(model.graph, gradient_anchors, program.source,
                                                  opsets_of(model))
     weight_inputs: dict[str, Any] = {}
@@ -301,7 +320,7 @@ def _build_training(program: Program, dataflow: Any, arrays: dict[str, np.ndarra
         for name, variable in program.weights.items():
             weight_inputs[name] = env[name] = ipuxl.graph_input(variable.shape,
                                                                 variable.dtype, name)
-            importer.known[name] = arrays[name]
+        importer.known.update(single_valued(program.weights, arrays))
         for name, value in constants.items():
             constant_inputs[name] = env[name] = ipuxl.graph_input(
                 value.shape, dtype_of(value.dtype), name)
@@ -320,21 +339,19 @@ def _build_training(program: Program, dataflow: Any, arrays: dict[str, np.ndarra
         if value.nelms != 1:  # PopART's whole message (its tests compare the ending)
             raise popart_exception(f"Loss tensor, '{loss_id}', must be a scalar tensor")
         extra.extend(anchored_gradients(gradient_anchors, named, value, program.weights))
-        if not value.dtype.is_floating_point:
-            raise popart_exception(
-                f"The loss {loss_id!r} must be floating-point, got {value.dtype.name}: "
-                "integer tensors have no gradients. Cast it, or the tensors it is made "
-                "from, to float.")
         ipuxl.graph_output(value)
         for anchor in forward_anchors:
             ipuxl.graph_output(importer.tensor(anchor, _lookup(env, anchor)))
+        for output in copied.values():
+            ipuxl.graph_output(importer.tensor(output, _lookup(env, output)))
 
     forward.__qualname__ = "onnx_forward"
     fwd = ir.create_graph(forward)
     weights_in_fwd = list(weight_inputs.values())
     # Gradients anchored beyond the weights' (inputs, activations): PopART gives one to
-    # every floating-point tensor the loss depends on.
-    grad_info = autodiff(fwd, grads_provided=fwd.outputs[:1],
+    # every tensor the loss depends on, integers included (a float-to-integer cast stops
+    # them).
+    grad_info = autodiff_with_integer_gradients(fwd, grads_provided=fwd.outputs[:1],
                          grads_required=weights_in_fwd + [named[n] for n in extra])
     extra_index = {name: len(weights_in_fwd) + i for i, name in enumerate(extra)}
 
@@ -343,12 +360,11 @@ def _build_training(program: Program, dataflow: Any, arrays: dict[str, np.ndarra
             value = optimizer.state_value(name, prefix, variable.shape, variable.dtype.as_numpy())
             if prefix + name in state_values:
                 value = saved_state(prefix + name, state_values[prefix + name], value)
-            program.state[prefix + name] = ipuxl.variable(value, name=prefix + name,
-                                                          downcast=False)
+            program.state[prefix + name] = variable_like(variable, value, prefix + name)
         if plan.accumulation > 1:
-            program.accumulators["Accum___" + name] = ipuxl.variable(
-                np.zeros(variable.shape, variable.dtype.as_numpy()), name="Accum___" + name,
-                downcast=False)
+            program.accumulators["Accum___" + name] = variable_like(
+                variable, np.zeros(variable.shape, variable.dtype.as_numpy()),
+                "Accum___" + name)
         for key in optimizer.KEYS:
             hyper_name, value = optimizer.hyper(name, key)
             if not value.isConst and hyper_name not in program.hyper:
@@ -391,13 +407,16 @@ def _build_training(program: Program, dataflow: Any, arrays: dict[str, np.ndarra
         reduced = {}
         for name in program.weights:
             grad = grads[name]
-            if plan.replicas > 1:
-                grad = ops.collectives.replicated_all_reduce(grad, op="add")
+            if plan.replicas > 1:  # within the weight's group of replicas
+                grad = ops.collectives.replicated_all_reduce(
+                    grad, op="add", group=program.weights[name].replica_grouping)
             if mean and plan.micro_batches // plan.batches_per_step * plan.replicas > 1:
                 grad = grad * (1.0 / (plan.accumulation * plan.replicas))
             reduced[name] = grad
         reduced = optimizer.clip_gradients(reduced)  # clip_norm_settings: all weights at once
         for name in program.weights:
+            if name in copied:
+                continue
             state = {prefix: made[prefix + name] for prefix, _ in optimizer.state(name)}
             optimizer.update(made[name], reduced[name], state, hyper_for(made, name))
 
@@ -443,6 +462,8 @@ def _build_training(program: Program, dataflow: Any, arrays: dict[str, np.ndarra
                 scalar, hyper_for(made, scalar.weight), loss_scaling(made)))
         if update:
             apply_updates(made, grads)
+            for index, name in enumerate(copied, start=1 + len(forward_anchors)):
+                ops.var_updates.copy_var_update_(made[name], fwd_info.outputs[index])
             for anchor, weight in updated_anchors.items():
                 _store_anchor(program, anchor, made[weight] + 0.0)
         else:

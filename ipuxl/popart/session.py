@@ -63,19 +63,28 @@ class _Session(SessionRandomness, SessionCycles):
         if not isinstance(dataFlow, DataFlow):
             raise TypeError(f"dataFlow must be a popart.DataFlow, got "
                             f"{type(dataFlow).__name__}.")
-        if deviceInfo is None:
-            raise popart_exception(
-                "No deviceInfo: pass popart.DeviceManager().createCpuDevice() or "
-                "createIpuModelDevice({...}).")
-        self.dataFlow = dataFlow  # noqa: N815 - PopART's attribute
-        self.deviceInfo = deviceInfo  # noqa: N815
-        self.options = userOptions
-        self.patterns = patterns
-        self.name = name
-        self._optimizer = optimizer
-        self._program: Program = build_program(
+        _check_device(deviceInfo)
+        program = build_program(
             fnModel, dataFlow, input_shape_info=inputShapeInfo, options=userOptions,
             loss=loss, losses=losses, optimizer=optimizer)
+        # PopART's ONNX inputs: the graph's inputs, initialized ones included
+        self._start(program, dataFlow, deviceInfo, userOptions, name,
+                    [i.name for i in program.model.graph.input], optimizer)
+        self.patterns = patterns
+
+    def _start(self, program: Program, dataFlow: DataFlow, deviceInfo: Any,  # noqa: N803
+               options: Any, name: str, model_inputs: list[str],
+               optimizer: Any = None) -> None:
+        """Take ``program`` as the session's, with the host's copy of its weights;
+        ``model_inputs`` are the ids a PyStepIO may give data for."""
+        self._model_inputs = model_inputs
+        self._from_ir = False  # made by InferenceSession.fromIr: no ONNX model
+        self.dataFlow = dataFlow  # noqa: N815 - PopART's attribute
+        self.deviceInfo = deviceInfo  # noqa: N815
+        self.options = options
+        self.name = name
+        self._optimizer = optimizer
+        self._program = program
         self.replicationFactor = self._program.plan.replicas  # noqa: N815
         self.accumulationFactor = self._program.plan.accumulation  # noqa: N815
         self._streams = input_streams(self._program)
@@ -215,9 +224,7 @@ class _Session(SessionRandomness, SessionCycles):
                         for n, stream in self._streams.items()}
             elif isinstance(stepio, PyStepIO):
                 if stepio.runtime_asserts:
-                    # PopART's ONNX inputs: the graph's inputs, initialized ones included
-                    onnx_inputs = [i.name for i in self._program.model.graph.input]
-                    check_step_inputs(stepio.inputs, self._program, onnx_inputs,
+                    check_step_inputs(stepio.inputs, self._program, self._model_inputs,
                                       self._input_elements)
                 for anchor in self._program.anchors:
                     self._anchor_array(stepio, anchor)
@@ -362,6 +369,10 @@ class _Session(SessionRandomness, SessionCycles):
 
         from ipuxl.popart.initializers import initializer_like, saved_initializer
 
+        if self._from_ir:
+            raise popart_exception(
+                "modelToHost: this session runs a popxl Ir (InferenceSession.fromIr), which "
+                "has no ONNX model to save. Read the weights with readWeights instead.")
         with self._lock:
             if self._session is not None:
                 self.weightsToHost()
@@ -459,9 +470,26 @@ class InferenceSession(_Session):
         cache_folder.use_for_inference(self._program.ir, userOptions)
 
     @classmethod
-    def fromIr(cls, *args: Any, **kwargs: Any) -> Any:  # noqa: N802
-        raise popart_exception("InferenceSession.fromIr: use popxl.Session(ir, device) for "
-                               "an ipuxl Ir.")
+    def fromIr(cls, ir: Any, deviceInfo: Any, name: str = "fromIr") -> InferenceSession:  # noqa: N802, N803
+        """A session that runs a PopXL Ir, given as PopART's view ``popxl_ir._pb_ir``
+        with its DataFlow set (``setDataFlow``): inputs and anchors are its streams'
+        tensor ids, weights its variables (see :mod:`ipuxl.popart.session_from_ir`).
+
+        Raises:
+            TypeError: ``ir`` is not PopART's Ir view.
+            popart_exception: no deviceInfo; the DataFlow names no anchor, or a tensor
+                that is no d2h stream of the Ir.
+        """
+        from ipuxl.popart.session_from_ir import program_from_ir
+
+        _check_device(deviceInfo)
+        program = program_from_ir(ir)
+        session = cls.__new__(cls)
+        session._start(program, ir.getDataFlow(), deviceInfo, ir.getSessionOptions(), name,
+                       list(program.inputs))
+        session.patterns = None
+        session._from_ir = True
+        return session
 
 
 class TrainingSession(_Session):
@@ -500,6 +528,13 @@ class TrainingSession(_Session):
 
     def optimizerFromHost(self) -> None:  # noqa: N802
         """PopART's second half of an optimizer update: done by updateOptimizerFromHost."""
+
+
+def _check_device(device: Any) -> None:
+    if device is None:
+        raise popart_exception(
+            "No deviceInfo: pass popart.DeviceManager().createCpuDevice() or "
+            "createIpuModelDevice({...}).")
 
 
 def _report_of(session: Any) -> Any:

@@ -178,10 +178,10 @@ class VariableSettings:
         if not self._use_comm_group:
             return self._stride, self._group_size
         kind, size = self._comm_group.type, self._comm_group.replicaGroupSize
-        if kind is CommGroupType.All or (kind is not CommGroupType.Ungrouped and size == 0):
-            return 1, replicas
-        if kind is CommGroupType.Ungrouped:
+        if kind is CommGroupType.Ungrouped or size == 1:  # PopART: a group per replica
             return 1, 1
+        if kind is CommGroupType.All or size == 0:
+            return 1, replicas
         if kind is CommGroupType.Consecutive:
             return 1, size
         return max(replicas // max(size, 1), 1), size

@@ -59,7 +59,7 @@ from ipuxl.transforms.grad_graph_info import (
 if TYPE_CHECKING:
     from ipuxl.lowering import GraphLowering
 
-__all__ = ["autodiff", "GradBuilder"]
+__all__ = ["autodiff", "autodiff_with_integer_gradients", "GradBuilder"]
 
 Fwd = ExpectedConnectionType.Fwd
 FwdGrad = ExpectedConnectionType.FwdGrad
@@ -116,13 +116,31 @@ def autodiff(
     made: dict[Graph, GradGraphInfo] = {}
     provided = graph.outputs if grads_provided is None else tuple(grads_provided)
     required = graph.inputs if grads_required is None else tuple(grads_required)
-    info = _differentiate(graph, provided, required, known, made)
+    info = _differentiate(graph, provided, required, known, made, integers=False)
     return made if return_all_grad_graphs else info
 
 
+def autodiff_with_integer_gradients(graph: Graph, grads_provided: Sequence[Tensor],
+                                    grads_required: Sequence[Tensor]) -> GradGraphInfo:
+    """:func:`autodiff` with PopART's rule for integer tensors, for the PopART layer.
+
+    PopART's autodiff gives every tensor on the loss's path a gradient of its own type,
+    integers included (its tests train an ``int32`` ``ReduceMedian`` and read the ``int32``
+    gradient of its input). Here an integer tensor carries a gradient when it is required
+    or computed from a required integer tensor through ops with integer outputs: a cast
+    from floating point to an integer still stops gradients, as JAX's rule does. An op
+    differentiates its integer inputs as ``float32`` copies, and the gradients are cast
+    back to the integer type (``ReduceMedian``'s gradient is 1 at the median, else 0);
+    integer inputs its lowering cannot take as floats (``Gather``'s indices) get none.
+    PopXL's :func:`autodiff` keeps integer tensors gradient-free.
+    """
+    return _differentiate(graph, tuple(grads_provided), tuple(grads_required), {}, {},
+                          integers=True)
+
+
 def _differentiate(graph: Graph, provided: Sequence[Tensor], required: Sequence[Tensor],
-                   known: dict[Graph, GradGraphInfo], made: dict[Graph, GradGraphInfo]
-                   ) -> GradGraphInfo:
+                   known: dict[Graph, GradGraphInfo], made: dict[Graph, GradGraphInfo],
+                   integers: bool) -> GradGraphInfo:
     for label, tensors in (("grads_provided", provided), ("grads_required", required)):
         for tensor in tensors:
             if not isinstance(tensor, Tensor) or tensor.graph is not graph:
@@ -132,7 +150,7 @@ def _differentiate(graph: Graph, provided: Sequence[Tensor], required: Sequence[
                     "outputs or intermediates), not the parent tensors of a call site."
                 )
     _check_no_modifying_op(graph)
-    builder = GradBuilder(graph, known, made)
+    builder = GradBuilder(graph, known, made, integers=integers)
     info = builder.build(provided, required)
     made[graph] = info
     known[graph] = info
@@ -152,17 +170,22 @@ def _check_no_modifying_op(graph: Graph) -> None:
             )
 
 
-def _carries_grad(tensor: Tensor) -> bool:
-    return tensor.dtype.is_floating_point and not tensor.dtype.is_float8
+def _carries_grad(tensor: Tensor, integers: bool = False) -> bool:
+    """Whether ``tensor`` can have a gradient: floating point (float8 aside), or an
+    integer with ``integers`` (PopART's rule)."""
+    dtype = tensor.dtype
+    return (dtype.is_floating_point and not dtype.is_float8) or (integers and dtype.is_int)
 
 
 class GradBuilder:
     """Builds one gradient graph. Gradient rules (``OpDef.grad``) receive it and use
-    :meth:`fwd_value`, :meth:`zeros` and :meth:`grad_info`."""
+    :meth:`fwd_value`, :meth:`zeros` and :meth:`grad_info`. With ``integers``, integer
+    tensors carry gradients too (see :func:`autodiff_with_integer_gradients`)."""
 
     def __init__(self, forward: Graph, known: dict[Graph, GradGraphInfo],
-                 made: dict[Graph, GradGraphInfo]):
+                 made: dict[Graph, GradGraphInfo], integers: bool = False):
         self.forward = forward
+        self.integers = integers
         self._known = known
         self._made = made
         self._fwd_values: dict[Tensor, Tensor] = {}
@@ -197,7 +220,7 @@ class GradBuilder:
                     continue
                 rule = op.opdef.grad or _vjp_grad
                 for tensor, grad in zip(op.inputs, rule(self, op, output_grads)):
-                    if grad is not None and _carries_grad(tensor):
+                    if grad is not None and _carries_grad(tensor, self.integers):
                         _accumulate(grads, tensor, grad)
             expected_outputs = []
             for tensor in required:
@@ -211,14 +234,18 @@ class GradBuilder:
 
     def _active_ops(self, required: Sequence[Tensor]) -> list[Op]:
         """The ops on a path from a required tensor, in forward order."""
-        depends = {t for t in required if _carries_grad(t)}
+        depends = {t for t in required if _carries_grad(t, self.integers)}
         active = []
         for op in self.forward.ops:
             if not op.opdef.differentiable:
                 continue
             if any(t in depends for t in op.inputs):
                 active.append(op)
-                depends.update(t for t in op.outputs if _carries_grad(t))
+                # An integer output depends only on integer inputs: a cast from floating
+                # point to an integer stops gradients.
+                from_integer = any(t in depends and t.dtype.is_int for t in op.inputs)
+                depends.update(t for t in op.outputs if _carries_grad(t, self.integers)
+                               and (from_integer or not t.dtype.is_int))
         self._depends = depends
         return active
 
@@ -260,7 +287,8 @@ class GradBuilder:
                     "marked as unsafe to autodiff (`setCanBeRecursivelyAutodiffed(False)`)."
                     " Please provide a gradient graph via `called_graphs_grad_info`."
                 )
-            _differentiate(graph, graph.outputs, graph.inputs, self._known, self._made)
+            _differentiate(graph, graph.outputs, graph.inputs, self._known, self._made,
+                           self.integers)
         return self._known[graph]
 
 
@@ -325,27 +353,59 @@ def _vjp_grad(builder: GradBuilder, op: Op, output_grads: Sequence[Tensor | None
               ) -> list[Tensor | None]:
     """Input gradients of ``op`` from one ``<op>_grad`` op (``jax.vjp`` of its lowering)."""
     wrt = tuple(i for i, t in enumerate(op.inputs) if builder.needs_grad(t))
+    as_float = None
+    if any(op.inputs[i].dtype.is_int for i in wrt):
+        wrt, as_float = _integer_plan(op, wrt)
     if not wrt:
         return [None] * len(op.inputs)
     if op.opdef.special:
         _check_no_streams(op)
     cotangents = tuple(g is not None for g in output_grads)
-    reads = _pullback_reads(op, wrt, cotangents)
+    reads = _pullback_reads(op, wrt, cotangents, as_float or ())
     inputs = {f"fwd[{i}]": builder.fwd_value(t) for i, t in enumerate(op.inputs) if reads[i]}
     inputs.update({f"grad[{i}]": g for i, g in enumerate(output_grads) if g is not None})
     results = _grad_opdef(op.opdef).apply(inputs, forward=ForwardOp(op), wrt=wrt,
-                                          cotangents=cotangents, reads=reads)
+                                          cotangents=cotangents, reads=reads, as_float=as_float)
     grads: list[Tensor | None] = [None] * len(op.inputs)
     for index, grad in zip(wrt, results):
         grads[index] = grad
     return grads
 
 
+def _integer_plan(op: Op, wrt: tuple[int, ...]
+                  ) -> tuple[tuple[int, ...], tuple[int, ...] | None]:
+    """How ``op`` differentiates the integer inputs in ``wrt`` (PopART's integer
+    gradients): the inputs it runs on as ``float32`` copies, found by tracing. First the
+    differentiated integers with every other input of their types (``Mul``'s operands
+    must match), then the differentiated integers alone (``Gather``'s indices stay
+    integers); if neither traces, or ``op`` calls graphs, its integer inputs get no
+    gradient (PopART's ops have none for indices, shapes or bitwise operands either).
+    Returns ``wrt`` and the inputs to copy as floats."""
+    integers = tuple(i for i in wrt if op.inputs[i].dtype.is_int)
+    types = {op.inputs[i].dtype for i in integers}
+    matching = tuple(i for i, t in enumerate(op.inputs) if i in integers or t.dtype in types)
+    floats = tuple(i for i in wrt if i not in integers)
+    if op.opdef.special:
+        return floats, None
+    primals = [jax.ShapeDtypeStruct(t.shape, t.dtype.jax_dtype) for t in op.inputs]
+    for as_float in dict.fromkeys((matching, integers)):
+        def fn(*values: Any, as_float: tuple[int, ...] = as_float) -> tuple:
+            return _input_grads(None, op, list(values), wrt, (), (False,) * len(op.outputs),
+                                as_float)
+
+        try:
+            jax.eval_shape(fn, *primals)
+        except Exception:  # noqa: BLE001 - any failure: try the next plan
+            continue
+        return wrt, as_float
+    return floats, None
+
+
 _READS_CACHE: dict[tuple, tuple[bool, ...]] = {}
 
 
-def _pullback_reads(op: Op, wrt: tuple[int, ...], cotangents: tuple[bool, ...]
-                    ) -> tuple[bool, ...]:
+def _pullback_reads(op: Op, wrt: tuple[int, ...], cotangents: tuple[bool, ...],
+                    as_float: tuple[int, ...]) -> tuple[bool, ...]:
     """Which forward inputs the op's pullback reads (``add``'s reads none, ``matmul``'s
     reads both). Those it does not read are not passed to the backward graph, so they do
     not become forward outputs. Found by tracing the pullback and removing dead code;
@@ -353,7 +413,8 @@ def _pullback_reads(op: Op, wrt: tuple[int, ...], cotangents: tuple[bool, ...]
     everything = (True,) * len(op.inputs)
     if op.opdef.special:
         return everything
-    key = (op.opdef.name, repr(ForwardOp(op)), wrt, cotangents, op.graph.ir.replication_factor,
+    key = (op.opdef.name, repr(ForwardOp(op)), wrt, cotangents, as_float,
+           op.graph.ir.replication_factor,
            tuple((t.shape, t.dtype.name) for t in op.inputs))
     if key in _READS_CACHE:
         return _READS_CACHE[key]
@@ -361,7 +422,7 @@ def _pullback_reads(op: Op, wrt: tuple[int, ...], cotangents: tuple[bool, ...]
         from jax._src.interpreters import partial_eval
 
         def fn(primals: tuple, given: tuple) -> tuple:
-            return _input_grads(None, op, list(primals), wrt, given, cotangents)
+            return _input_grads(None, op, list(primals), wrt, given, cotangents, as_float)
 
         # Traced as the Session runs it: per replica, on the replica axis (the
         # collectives' pullbacks need it), with a leading replica dimension.
@@ -396,7 +457,8 @@ def _check_no_streams(op: Op) -> None:
 
 
 def _vjp_rule(*inputs: Tensor, forward: ForwardOp, wrt: tuple[int, ...],
-              cotangents: tuple[bool, ...], reads: tuple[bool, ...]) -> list[TensorSpec]:
+              cotangents: tuple[bool, ...], reads: tuple[bool, ...],
+              as_float: tuple[int, ...] | None) -> list[TensorSpec]:
     fwd_inputs = forward.op.inputs
     return [TensorSpec(fwd_inputs[i].shape, fwd_inputs[i].dtype, fwd_inputs[i].meta_shape)
             for i in wrt]
@@ -431,17 +493,23 @@ def _lower_vjp(lowering: GraphLowering, grad_op: Op) -> None:
                else jnp.zeros(t.shape, t.dtype.jax_dtype)
                for t, read in zip(forward.inputs, reads)]
     given = tuple(lowering.read(t) for t in passed)
-    grads = _input_grads(lowering, forward, primals, wrt, given, grad_op.attrs["cotangents"])
+    grads = _input_grads(lowering, forward, primals, wrt, given, grad_op.attrs["cotangents"],
+                         grad_op.attrs.get("as_float") or ())
     for tensor, grad in zip(grad_op.outputs, grads):
         lowering.set(tensor, grad)
 
 
 def _input_grads(lowering: GraphLowering | None, op: Op, primals: list[Any],
-                 wrt: tuple[int, ...], given: Sequence[Any], cotangents: tuple[bool, ...]
-                 ) -> tuple:
+                 wrt: tuple[int, ...], given: Sequence[Any], cotangents: tuple[bool, ...],
+                 as_float: tuple[int, ...] = ()) -> tuple:
     """The gradients of ``op``'s inputs ``wrt`` at ``primals``: its pullback applied to the
     ``given`` output gradients (zero for the outputs ``cotangents`` marks as not given).
-    ``lowering`` is needed only for special ops."""
+    The integer inputs ``as_float`` names run as ``float32`` copies, and their gradients
+    are cast back (PopART's integer gradients). ``lowering`` is needed only for special
+    ops."""
+    originals = list(primals)
+    primals = [p.astype(jnp.float32) if i in as_float else p for i, p in enumerate(primals)]
+
     def fn(*differentiated: Any) -> tuple:
         args = list(primals)
         for index, value in zip(wrt, differentiated):
@@ -458,8 +526,23 @@ def _input_grads(lowering: GraphLowering | None, op: Op, primals: list[Any],
             "inputs with `ops.detach` if no gradient is needed through it."
         ) from None
     passed = iter(given)
-    return pullback(tuple(next(passed) if has else _zero_cotangent(out)
-                          for out, has in zip(outputs, cotangents)))
+    grads = pullback(tuple(_cotangent(out, next(passed)) if has else _zero_cotangent(out)
+                           for out, has in zip(outputs, cotangents)))
+    return tuple(grad.astype(originals[i].dtype) if i in as_float else grad
+                 for i, grad in zip(wrt, grads))
+
+
+def _is_integer(value: Any) -> bool:
+    return jnp.issubdtype(value.dtype, jnp.integer)
+
+
+def _cotangent(output: Any, given: Any) -> Any:
+    """The given gradient of ``output`` as its pullback takes it: an integer gradient
+    becomes the float32 of the output computed from float32 copies, and an output that
+    stays an integer (an index) passes no gradient back."""
+    if not jnp.issubdtype(output.dtype, jnp.inexact):
+        return _zero_cotangent(output)
+    return given.astype(output.dtype) if _is_integer(given) else given
 
 
 def _zero_cotangent(value: Any) -> Any:

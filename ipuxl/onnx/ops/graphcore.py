@@ -39,10 +39,10 @@ def reduce_loss(per_sample: Any, reduction: str, count: Any = None) -> Any:
     given) or ``"None"`` (the per-sample losses)."""
     if reduction not in _REDUCTIONS:
         raise ValueError(f"reduction {reduction!r} is not one of Sum, Mean, None.")
-    if reduction == "Sum":
-        return jnp.sum(per_sample)
+    if reduction == "Sum":  # in the input's type (jnp.sum widens int32 to int64)
+        return jnp.sum(per_sample, dtype=per_sample.dtype)
     if reduction == "Mean":
-        total = jnp.sum(per_sample)
+        total = jnp.sum(per_sample, dtype=per_sample.dtype)
         if count is None:  # the input's type, integers included (as PopART's)
             return (total / per_sample.size).astype(per_sample.dtype) if per_sample.size \
                 else total

@@ -1,6 +1,10 @@
 """ONNX operators: normalizations and Dropout (BatchNormalization, InstanceNormalization,
 GroupNormalization, LRN, LpNormalization, MeanVarianceNormalization, Dropout).
 
+BatchNormalization's parameters are checked against ``X`` as PopART checks them, in its
+words (:func:`batch_norm_check`); a PopART session also refuses an ``X`` of rank below 3
+(``ipuxl.onnx.ops.popart_checks``).
+
 Statistics are computed in the input's dtype (GroupNormalization-21 in its
 ``stash_type``); every parameter is cast to the input's dtype, so a float16 model with
 float32 scales (BatchNormalization-15's T1/T2) stays float16.
@@ -16,7 +20,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from ipuxl.onnx.ops.popart_checks import refuse
 from ipuxl.onnx.registry import draw_key, onnx_op
+
+__all__ = ["batch_norm_check", "running_statistics"]
 
 
 def _channel(p: Any, x: Any) -> Any:
@@ -36,6 +43,57 @@ def _batch_stats(x: Any, spatial: int) -> tuple[Any, Any]:
     mean = jnp.mean(x, axis=axes)
     var = jnp.mean(jnp.square(x - jnp.mean(x, axis=axes, keepdims=True)), axis=axes)
     return mean, var
+
+
+_PARAMETERS = ("scale", "B", "mean", "var")
+
+
+def _shape_text(shape: Sequence[int]) -> str:
+    return "[" + " ".join(str(d) for d in shape) + "]"
+
+
+def batch_norm_check(names: Sequence[str], values: Sequence[Any], attrs: dict[str, Any]
+                     ) -> None:
+    """BatchNormalization's ``scale``, ``B``, ``mean`` and ``var`` have ``X``'s channel
+    shape ``[C]`` (with ``spatial=0``: ``[C, D1, ...]``, or ``[C]``), refused otherwise in
+    PopART's words: ``expected shape of batch norm input tensor scale ([1]) to be [2] to
+    match dimension 1 of X ([2 2 2 2])``."""
+    x_shape = tuple(np.shape(values[0]))
+    if len(x_shape) < 2:
+        return  # no channel dimension: a PopART session's rank refusal (popart_checks), or JAX's
+    per_channel = (x_shape[1],)
+    if attrs.get("spatial", 1):
+        expected, match = per_channel, "dimension 1"
+    else:
+        expected, match = x_shape[1:], "all but the first dimension"
+    for name, value in zip(_PARAMETERS, values[1:5]):
+        shape = tuple(np.shape(value))
+        if shape != expected and (attrs.get("spatial", 1) or shape != per_channel):
+            refuse(f"expected shape of batch norm input tensor {name} ({_shape_text(shape)}) "
+                   f"to be {_shape_text(expected)} to match {match} of X "
+                   f"({_shape_text(x_shape)})")
+
+
+def running_statistics(graph: Any, initializers: Sequence[str]) -> dict[str, str]:
+    """The running statistics a PopART training session copies into its variables:
+    ``{initializer: output}`` for each BatchNormalization in training mode (more than
+    one output) whose ``mean`` or ``var`` input is one of ``initializers``, directly or
+    through an ``ai.graphcore.Detach``: after each step the variable becomes the node's
+    running mean (output 1) or running variance (output 2), and no optimizer updates it
+    (PopART's ``VariableUpdateType::Copy``)."""
+    known = set(initializers)
+    detached = {node.output[0]: node.input[0] for node in graph.node
+                if node.op_type == "Detach" and node.domain == "ai.graphcore"}
+    copies = {}
+    for node in graph.node:
+        if node.op_type != "BatchNormalization" or node.domain not in ("", "ai.onnx") or \
+                len(node.output) < 3:
+            continue
+        for slot in (3, 4):
+            source = detached.get(node.input[slot], node.input[slot])
+            if source in known and node.output[slot - 2]:
+                copies[source] = node.output[slot - 2]
+    return copies
 
 
 def _batch_norm(x: Any, scale: Any, b: Any, mean: Any, var: Any, *, epsilon: float,
@@ -58,7 +116,7 @@ def _batch_norm(x: Any, scale: Any, b: Any, mean: Any, var: Any, *, epsilon: flo
     return (y, running_mean, running_var, batch_mean, batch_var)[:num_outputs]
 
 
-@onnx_op("BatchNormalization", since=1, kind="norm")
+@onnx_op("BatchNormalization", since=1, kind="norm", check=batch_norm_check)
 def batch_norm_1(x: Any, scale: Any, b: Any, mean: Any, var: Any, *,
                  consumed_inputs: Sequence[int] = (), epsilon: float = 1e-5,
                  is_test: int = 0, momentum: float = 0.9, spatial: int = 1,
@@ -68,7 +126,7 @@ def batch_norm_1(x: Any, scale: Any, b: Any, mean: Any, var: Any, *,
                        num_outputs=num_outputs)
 
 
-@onnx_op("BatchNormalization", since=6, kind="norm")
+@onnx_op("BatchNormalization", since=6, kind="norm", check=batch_norm_check)
 def batch_norm_6(x: Any, scale: Any, b: Any, mean: Any, var: Any, *,
                  epsilon: float = 1e-5, is_test: int = 0, momentum: float = 0.9,
                  spatial: int = 1, num_outputs: int = 1) -> Any:
@@ -77,7 +135,7 @@ def batch_norm_6(x: Any, scale: Any, b: Any, mean: Any, var: Any, *,
                        num_outputs=num_outputs)
 
 
-@onnx_op("BatchNormalization", since=7, kind="norm")
+@onnx_op("BatchNormalization", since=7, kind="norm", check=batch_norm_check)
 def batch_norm_7(x: Any, scale: Any, b: Any, mean: Any, var: Any, *,
                  epsilon: float = 1e-5, momentum: float = 0.9, spatial: int = 1,
                  num_outputs: int = 1) -> Any:
@@ -85,14 +143,14 @@ def batch_norm_7(x: Any, scale: Any, b: Any, mean: Any, var: Any, *,
                        training=num_outputs > 1, spatial=spatial, num_outputs=num_outputs)
 
 
-@onnx_op("BatchNormalization", since=9, kind="norm")
+@onnx_op("BatchNormalization", since=9, kind="norm", check=batch_norm_check)
 def batch_norm_9(x: Any, scale: Any, b: Any, mean: Any, var: Any, *,
                  epsilon: float = 1e-5, momentum: float = 0.9, num_outputs: int = 1) -> Any:
     return _batch_norm(x, scale, b, mean, var, epsilon=epsilon, momentum=momentum,
                        training=num_outputs > 1, spatial=1, num_outputs=num_outputs)
 
 
-@onnx_op("BatchNormalization", since=(14, 15), kind="norm")
+@onnx_op("BatchNormalization", since=(14, 15), kind="norm", check=batch_norm_check)
 def batch_norm(x: Any, scale: Any, b: Any, input_mean: Any, input_var: Any, *,
                epsilon: float = 1e-5, momentum: float = 0.9, training_mode: int = 0,
                num_outputs: int = 1) -> Any:

@@ -255,11 +255,20 @@ def _reduce_median_axes_check(node: Any, version: int, values: list[Any]) -> Non
         _check_axis(axis, rank)
 
 
+def _batch_norm_rank_check(node: Any, version: int, values: list[Any]) -> None:
+    """A PopART session's BatchNormalization needs ``X`` of rank 3 or more (ONNX allows
+    ``(N, C)``), refused in PopART's words."""
+    rank = len(np.shape(values[0]))
+    if rank < 3:
+        refuse(f"batch norm requires X to have a rank >= 3.  x has rank {rank}")
+
+
 # (domain, operator) -> the check a PopART session makes before building the node.
 _SESSION_CHECKS: dict[tuple[str, str], Callable[[Any, int, list[Any]], None]] = {
     ("ai.onnx", "Clip"): _clip_bounds_check,
     ("ai.onnx", "Transpose"): _transpose_rank_check,
-    ("ai.graphcore", "ReduceMedian"): _reduce_median_axes_check}
+    ("ai.graphcore", "ReduceMedian"): _reduce_median_axes_check,
+    ("ai.onnx", "BatchNormalization"): _batch_norm_rank_check}
 
 
 def session_output_types(node: Any, outputs: list[Any]) -> list[Any]:
