@@ -151,14 +151,18 @@ def jax_side(package: str) -> Call:
     """``jax.jit`` of the package's deserialized executable (weights on the device)."""
     import jax
 
+    from ipuxl import storage_layout
     from ipuxl.runtime import Model
 
     model = Model(package)
     names = model.metadata.entries()["executable"]["state"]
     exported = jax.export.deserialize(model.executable_bytes())
     step = jax.jit(exported.call)
-    weights = [jax.device_put(np.array(model.tensor_data(model.anchor(name))))
-               for name in names]
+    # Each weight as the executable takes it: a weight the Session stores permuted
+    # (ipuxl.storage_layout) is saved as the host holds it, with its permutation.
+    weights = [jax.device_put(storage_layout.to_device(
+        np.array(model.tensor_data(model.anchor(name))),
+        model.anchor(name).storedPermutation())) for name in names]
     x = make_input()
 
     def call() -> np.ndarray:
@@ -408,6 +412,7 @@ def stages_child(package: str, cache: str) -> None:
     import jax
     from jax import export as jax_export
 
+    from ipuxl import storage_layout
     from ipuxl.runtime import Model
     from ipuxl.runtime.compile import compile_exported
 
@@ -429,7 +434,8 @@ def stages_child(package: str, cache: str) -> None:
     compiled, _ = compile_exported(exported, device, cache or None)
     lap()
     names = model.metadata.entries()["executable"]["state"]
-    data = [model.tensor_data(model.anchor(name)) for name in names]
+    data = [storage_layout.to_device(model.tensor_data(model.anchor(name)),
+                                     model.anchor(name).storedPermutation()) for name in names]
     lap()
     state = [jax.device_put(array, device) for array in data]
     lap()

@@ -12,6 +12,13 @@ from ipuxl import ops, storage_layout
 from ipuxl.runtime import Model, ModelRunner
 
 RNG = np.random.default_rng(7)
+
+
+@pytest.fixture(autouse=True)
+def small_dense_weights_qualify(monkeypatch):
+    """The tests' small weights take the layout a large weight gets (the size rule has
+    its own test below)."""
+    monkeypatch.setattr(storage_layout, "DENSE_MIN_ELEMENTS", 1)
 X = RNG.standard_normal((4, 3)).astype(np.float32)
 W = RNG.standard_normal((3, 5)).astype(np.float32)
 B = RNG.standard_normal((5,)).astype(np.float32)
@@ -176,3 +183,27 @@ def test_onnx_conv_kernels_are_stored_hwio(tmp_path, as_constant):
     with ModelRunner(str(path)) as runner:
         outputs = runner.execute({model.inputs["x"].tensor_id: x})
         np.testing.assert_array_equal(outputs[model.outputs["y"].tensor_id], y)
+
+
+@pytest.mark.parametrize("shape, rows, stored", [
+    ((1024, 1024), 32, (1, 0)),  # a large weight read by few rows: stored [N, K]
+    ((1024, 1024), 256, None),   # many rows: the repacking is a small share
+    ((256, 256), 32, None),      # a small weight: XLA's [K, N] kernels are faster
+])
+def test_dense_weights_are_stored_transposed_when_it_pays(monkeypatch, shape, rows, stored):
+    monkeypatch.undo()  # the real size rule
+    ir = popxl.Ir()
+    with ir.main_graph:
+        w = popxl.variable(np.zeros(shape, np.float32), name="w")
+        x = ops.host_load(popxl.h2d_stream((rows, shape[0]), popxl.float32, name="x"))
+        ops.host_store(popxl.d2h_stream((rows, shape[1]), popxl.float32, name="y"),
+                       ops.matmul(x, w))
+    chosen = storage_layout.choose(ir.graphs, ir.main_graph, [w])
+    assert chosen.get(w) == stored
+
+
+def test_a_large_transpose_is_copied_in_blocks():
+    matrix = RNG.standard_normal((600, 300)).astype(np.float32)  # not a multiple of 256
+    stored = storage_layout.to_device(matrix, (1, 0))
+    assert stored.flags.c_contiguous
+    np.testing.assert_array_equal(stored, matrix.T)
