@@ -32,7 +32,8 @@ __all__ = [
 
 
 def interleaved_samples(sides: Mapping[str, Callable[[], object]], rounds: int,
-                        calls_per_round: int = 1) -> dict[str, list[float]]:
+                        calls_per_round: int = 1, settle: float = 0.0
+                        ) -> dict[str, list[float]]:
     """Time every side ``rounds`` times, alternating sides and their order.
 
     Each sample is the mean time of one call over a block of ``calls_per_round``
@@ -44,6 +45,9 @@ def interleaved_samples(sides: Mapping[str, Callable[[], object]], rounds: int,
         sides: a name and a zero-argument callable for each side.
         rounds: how many samples to take of each side.
         calls_per_round: calls per sample.
+        settle: seconds to sleep before each block, so that the worker threads of the
+            side that ran before (onnxruntime's and XLA's pools spin-wait for more work
+            after a call) are idle when the next side starts.
 
     Returns:
         The samples of each side, in seconds per call.
@@ -54,6 +58,8 @@ def interleaved_samples(sides: Mapping[str, Callable[[], object]], rounds: int,
         order = names if round_index % 2 == 0 else names[::-1]
         for name in order:
             call = sides[name]
+            if settle:
+                time.sleep(settle)
             start = time.perf_counter()
             for _ in range(calls_per_round):
                 call()
