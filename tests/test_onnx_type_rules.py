@@ -82,3 +82,16 @@ def test_inputs_a_rule_does_not_cover_are_traced():
                       TensorSpec((2, 3, 1, 1), dtypes.float32)]
     assert conv.types(wrong_channels, None, {}) is None
     assert same_float([TensorSpec((2,), dtypes.float32)], "ts", {}) is None
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 4, 5), (1, 3, 7)])
+def test_batch_normalization_states_what_tracing_gives(shape):
+    rules = registry._RULES[("ai.onnx", "BatchNormalization")]
+    channels = (shape[1],)
+    specs = [TensorSpec(shape, dtypes.float32)] + [TensorSpec(channels, dtypes.float32)] * 4
+    for rule in rules:
+        assert rule.types(specs, None, {"num_outputs": 1}) == traced(
+            rule, specs, {"num_outputs": 1}), rule.name
+        assert rule.types(specs, None, {"num_outputs": 3}) is None  # training: traced
+    half_x = [TensorSpec(shape, dtypes.float16)] + specs[1:]
+    assert rules[0].types(half_x, None, {}) is None  # mixed types: traced

@@ -22,6 +22,7 @@ from jax import lax
 
 from ipuxl.onnx.ops.popart_checks import refuse
 from ipuxl.onnx.registry import draw_key, onnx_op
+from ipuxl.tensor import TensorSpec
 
 __all__ = ["batch_norm_check", "running_statistics"]
 
@@ -116,7 +117,19 @@ def _batch_norm(x: Any, scale: Any, b: Any, mean: Any, var: Any, *, epsilon: flo
     return (y, running_mean, running_var, batch_mean, batch_var)[:num_outputs]
 
 
-@onnx_op("BatchNormalization", since=1, kind="norm", check=batch_norm_check)
+def _inference_types(tensors: Sequence[Any], slots: str | None, attrs: dict[str, Any]
+                     ) -> list[TensorSpec] | None:
+    """BatchNormalization's type without tracing when it normalizes only (one output):
+    ``X``'s, for five floating-point inputs of one type; anything else is traced."""
+    if slots is not None or len(tensors) != 5 or attrs.get("num_outputs", 1) != 1 \
+            or attrs.get("training_mode") or not tensors[0].dtype.is_floating_point \
+            or any(t.dtype != tensors[0].dtype for t in tensors):
+        return None
+    return [TensorSpec(tuple(tensors[0].shape), tensors[0].dtype)]
+
+
+@onnx_op("BatchNormalization", since=1, kind="norm", check=batch_norm_check,
+         types=_inference_types)
 def batch_norm_1(x: Any, scale: Any, b: Any, mean: Any, var: Any, *,
                  consumed_inputs: Sequence[int] = (), epsilon: float = 1e-5,
                  is_test: int = 0, momentum: float = 0.9, spatial: int = 1,
@@ -126,7 +139,8 @@ def batch_norm_1(x: Any, scale: Any, b: Any, mean: Any, var: Any, *,
                        num_outputs=num_outputs)
 
 
-@onnx_op("BatchNormalization", since=6, kind="norm", check=batch_norm_check)
+@onnx_op("BatchNormalization", since=6, kind="norm", check=batch_norm_check,
+         types=_inference_types)
 def batch_norm_6(x: Any, scale: Any, b: Any, mean: Any, var: Any, *,
                  epsilon: float = 1e-5, is_test: int = 0, momentum: float = 0.9,
                  spatial: int = 1, num_outputs: int = 1) -> Any:
@@ -135,7 +149,8 @@ def batch_norm_6(x: Any, scale: Any, b: Any, mean: Any, var: Any, *,
                        num_outputs=num_outputs)
 
 
-@onnx_op("BatchNormalization", since=7, kind="norm", check=batch_norm_check)
+@onnx_op("BatchNormalization", since=7, kind="norm", check=batch_norm_check,
+         types=_inference_types)
 def batch_norm_7(x: Any, scale: Any, b: Any, mean: Any, var: Any, *,
                  epsilon: float = 1e-5, momentum: float = 0.9, spatial: int = 1,
                  num_outputs: int = 1) -> Any:
@@ -143,14 +158,16 @@ def batch_norm_7(x: Any, scale: Any, b: Any, mean: Any, var: Any, *,
                        training=num_outputs > 1, spatial=spatial, num_outputs=num_outputs)
 
 
-@onnx_op("BatchNormalization", since=9, kind="norm", check=batch_norm_check)
+@onnx_op("BatchNormalization", since=9, kind="norm", check=batch_norm_check,
+         types=_inference_types)
 def batch_norm_9(x: Any, scale: Any, b: Any, mean: Any, var: Any, *,
                  epsilon: float = 1e-5, momentum: float = 0.9, num_outputs: int = 1) -> Any:
     return _batch_norm(x, scale, b, mean, var, epsilon=epsilon, momentum=momentum,
                        training=num_outputs > 1, spatial=1, num_outputs=num_outputs)
 
 
-@onnx_op("BatchNormalization", since=(14, 15), kind="norm", check=batch_norm_check)
+@onnx_op("BatchNormalization", since=(14, 15), kind="norm", check=batch_norm_check,
+         types=_inference_types)
 def batch_norm(x: Any, scale: Any, b: Any, input_mean: Any, input_var: Any, *,
                epsilon: float = 1e-5, momentum: float = 0.9, training_mode: int = 0,
                num_outputs: int = 1) -> Any:
