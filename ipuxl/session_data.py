@@ -281,15 +281,26 @@ class SessionData:
                 not fit the variable's dtype, or the variable is backed by a read-only
                 memmap.
         """
-        checked = self._checked_writes(tensors)
+        self._write_checked(self._checked_writes(tensors))
+
+    def _write_group_values(self, tensors: Mapping[Variable, Any]) -> None:
+        """``write_variables_data`` of each variable's value per group (its host shape)
+        for every retrieval mode: PopART's ``weightsFromHost`` sends each replica its
+        group's value also for ``VariableRetrievalMode::AllReplicas``, which PopXL's
+        ``write_variables_data`` refuses for groups of several replicas."""
+        self._write_checked(self._checked_writes(tensors, all_replicas=True))
+
+    def _write_checked(self, checked: Mapping[Variable, np.ndarray]) -> None:
         with self._lock:
             self._write_host(checked)
             if self._attached and checked:
                 self._upload(checked)
 
-    def _checked_writes(self, tensors: Mapping[Variable, Any]) -> dict[Variable, np.ndarray]:
+    def _checked_writes(self, tensors: Mapping[Variable, Any], all_replicas: bool = False
+                        ) -> dict[Variable, np.ndarray]:
         """``write_variables_data``'s checks: each variable (a sharded one as its shard
-        variable) and its data as the host array to store."""
+        variable) and its data as the host array to store (``all_replicas``: also for an
+        ``"all_replicas"`` variable, as its group values)."""
         if not isinstance(tensors, Mapping):
             raise TypeError(
                 f"write_variables_data takes a mapping from each Variable to its data, got "
@@ -332,7 +343,8 @@ class SessionData:
                     f"`data.astype({expected})`."
                 )
             _check_host_shape(tensor, data.shape)
-            if tensor.retrieval_mode == "all_replicas" and tensor.replica_grouping.group_size > 1:
+            if tensor.retrieval_mode == "all_replicas" and not all_replicas \
+                    and tensor.replica_grouping.group_size > 1:
                 raise NotImplementedError(
                     f'Copying to tensor {tensor.id} with "all_replicas" retreval mode is not yet '
                     "supported."

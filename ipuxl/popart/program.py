@@ -2,7 +2,8 @@
 
 The Ir a PopART session runs is an ordinary PopXL program:
 
-* one h2d stream per model input and one d2h stream per anchor;
+* one h2d stream per model input that a node, an anchor, a loss or the outputs read (PopART drops
+  an isolated stream tensor) and one d2h stream per anchor;
   ``ir.num_host_transfers`` is ``batchesPerStep * accumulationFactor`` (one slot per
   micro-batch) and ``ir.replication_factor`` the replication factor;
 * one variable per floating-point initializer (the weights, named as in the model; a
@@ -25,7 +26,6 @@ asks for (:mod:`ipuxl.popart.dataflow`).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,7 +37,6 @@ from ipuxl.onnx.importer import (
     Importer,
     RandomDraws,
     check_model,
-    load_model,
     model_source,
     opsets_of,
     value_info_spec,
@@ -47,12 +46,12 @@ from ipuxl.onnx.ops.popart_checks import unknown_input_shape_message
 from ipuxl.onnx.registry import dtype_of
 from ipuxl.popart import session_random as seeds
 from ipuxl.popart.errors import popart_exception
+from ipuxl.popart.fn_model import load_fn_model, read_ids
 from ipuxl.popart.gradient_anchors import (
     anchored_gradients,
     check_accumulator_anchors,
     constants_with_gradients,
 )
-from ipuxl.popart.initializers import unpacked_float16
 from ipuxl.popart.losses import (
     IdentityLoss,
     L1Loss,
@@ -172,7 +171,7 @@ def build_program(fn_model: Any, dataflow: Any, *, input_shape_info: Any = None,
     """Build the Ir of an inference (no ``optimizer``) or training session."""
     import ipuxl
 
-    model = _load_fn_model(fn_model)
+    model = load_fn_model(fn_model)
     check_model(model)
     source = model_source(fn_model, model)
     training = optimizer is not None
@@ -189,8 +188,13 @@ def build_program(fn_model: Any, dataflow: Any, *, input_shape_info: Any = None,
     state_values = {n: arrays.pop(n) for n in state_initializers(arrays)} if training \
         else {}
     specs = _input_specs(model, input_shape_info)
+    used = read_ids(model.graph) | {loss} | {output.name for output in model.graph.output} \
+        | {a.removeprefix(reservedGradientPrefix()) for a in dataflow.anchors()} | \
+        {i for each in losses or () for i in each.input_ids()}
     with ir.main_graph:
         for name, (shape, dtype) in specs.items():
+            if name not in used:  # PopART's Ir removes an isolated stream tensor
+                continue
             program.inputs[name] = ipuxl.h2d_stream(shape, dtype_of(dtype), name=name)
             program.infos[name] = (shape, dtype_of(dtype))
         for name, array in arrays.items():
@@ -206,37 +210,6 @@ def build_program(fn_model: Any, dataflow: Any, *, input_shape_info: Any = None,
         else:
             _build_inference(program, dataflow, arrays)
     return program
-
-
-def _load_fn_model(fn_model: Any) -> Any:
-    """The session's ``fnModel`` as an ``onnx.ModelProto``: its type and emptiness are
-    checked here; bytes (or a string naming no file) that are no serialized ModelProto
-    raise PopART's ``popart_exception`` (:func:`ipuxl.popart.builder.load_model`); what
-    a model holds is checked by :func:`ipuxl.onnx.importer.load_model` (whose message
-    this prefixes with ``fnModel:``)."""
-    import onnx
-
-    from ipuxl.onnx.importer import OnnxImportError
-
-    forms = ("Pass builder.getModelProto() (the serialized model), the path of an .onnx "
-             "file, or an onnx.ModelProto.")
-    if not isinstance(fn_model, (bytes, bytearray, str, os.PathLike, onnx.ModelProto)):
-        raise TypeError(f"fnModel must be the bytes of an ONNX model, a path or an "
-                        f"onnx.ModelProto, got {type(fn_model).__name__}. {forms}")
-    if isinstance(fn_model, (bytes, bytearray, str)) and not fn_model:
-        raise popart_exception(f"fnModel is empty ({fn_model!r}), so there is no model to "
-                               f"run. {forms}")
-    if isinstance(fn_model, (bytes, bytearray)) or \
-            (isinstance(fn_model, str) and not os.path.isfile(fn_model)):
-        # PopART reads a string that names no file as a serialized ModelProto, and refuses
-        # one that is not with popart_exception ("Failed to load a ModelProto from ...").
-        from ipuxl.popart.builder import load_model as load_model_string
-
-        fn_model = load_model_string(fn_model, "fnModel")
-    try:
-        return unpacked_float16(load_model(fn_model))  # PopART's FLOAT16 storage
-    except OnnxImportError as error:
-        raise OnnxImportError(f"fnModel: {error}") from None
 
 
 # ---------------------------------------------------------------------------- inference

@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from ipuxl import cache_folder
+from ipuxl import cache_folder, replication
 from ipuxl.host_values import cast
 from ipuxl.popart.arguments import output_array
 from ipuxl.popart.dataflow import AnchorReturnTypeId, DataFlow
@@ -47,6 +47,7 @@ from ipuxl.popart.session_cycles import SessionCycles
 from ipuxl.popart.session_random import SessionRandomness
 from ipuxl.popart.stepio import PyStepIO, PyStepIOCallback, PyWeightsIO
 from ipuxl.popart.stream_layout import input_stream, input_streams
+from ipuxl.popart.variable_groups import replica_values, returns_replicas
 
 _DEVICE_LOG = logging.getLogger("popart.devicex")
 
@@ -90,6 +91,7 @@ class _Session(SessionRandomness, SessionCycles):
         self._streams = input_streams(self._program)
         self._host_weights = {name: np.array(v._data) for name, v in
                               self._program.weights.items()}
+        self._host_replicas: dict[str, np.ndarray] = {}  # returns_replicas weights
         # The host's copy of the optimizer state (Accl___<weight>...), as PopART keeps one.
         self._host_state = {name: np.array(v._data) for name, v in
                             self._program.state.items()}
@@ -302,7 +304,7 @@ class _Session(SessionRandomness, SessionCycles):
             session = self._require_device("weightsFromHost")
             values = {self._program.weights[n]: a for n, a in self._host_weights.items()}
             values.update({self._program.state[n]: a for n, a in self._host_state.items()})
-            session.write_variables_data(values)
+            session._write_group_values(values)  # AllReplicas weights too
             self._weights_written = True
 
     def weightsToHost(self) -> None:  # noqa: N802
@@ -312,7 +314,7 @@ class _Session(SessionRandomness, SessionCycles):
             variables = {**self._program.weights, **self._program.state}
             data = session.get_tensors_data(list(variables.values()))
             for name, variable in self._program.weights.items():
-                self._host_weights[name] = np.array(data[variable])
+                self._set_host_weight(name, np.array(data[variable]))
             for name, variable in self._program.state.items():
                 self._host_state[name] = np.array(data[variable])
 
@@ -330,8 +332,22 @@ class _Session(SessionRandomness, SessionCycles):
             for name, target in targets.items():
                 target[...] = values[name].reshape(target.shape)
 
+    def _set_host_weight(self, name: str, value: np.ndarray) -> None:
+        """Keep weight ``name``'s value as readWeights gives it (:func:`replica_values`)."""
+        variable = self._program.weights[name]
+        if returns_replicas(variable, self.replicationFactor):
+            self._host_replicas[name] = value
+            value = replication.from_replicas(value, variable.replica_grouping)
+        self._host_weights[name] = value
+
+    def _replica_values(self, name: str, groups: Any) -> Any:
+        return replica_values(self._program.weights[name], groups, self.replicationFactor)
+
     def _host_value(self, name: str) -> np.ndarray:
+        if name in self._host_replicas:
+            return self._host_replicas[name]
         if name in self._host_weights:
+            return self._replica_values(name, self._host_weights[name])
             return self._host_weights[name]
         if name in self._program.state and self._session is not None:
             return self._session.get_tensor_data(self._program.state[name])
@@ -340,7 +356,8 @@ class _Session(SessionRandomness, SessionCycles):
             f"{sorted(self._host_weights)}).")
 
     def writeWeights(self, weightsIo: PyWeightsIO) -> None:  # noqa: N802, N803
-        """Set the host's weights from ``weightsIo`` (``weightsFromHost`` uploads them)."""
+        """Set the host's weights from ``weightsIo`` (``weightsFromHost`` uploads them),
+        each shaped as readWeights gives it (an AllReplicas weight ``[R, *shape]``)."""
         if not isinstance(weightsIo, PyWeightsIO):
             raise TypeError(f"writeWeights takes a popart.PyWeightsIO, got "
                             f"{type(weightsIo).__name__}.")
@@ -351,7 +368,7 @@ class _Session(SessionRandomness, SessionCycles):
                     raise popart_exception(
                         f"writeWeights: {name!r} is not a weight of the model (weights: "
                         f"{sorted(self._host_weights)}).")
-                current = self._host_weights[name]
+                current = self._host_value(name)
                 array = cast(np.asarray(value), current.dtype, f"writeWeights {name!r}",
                              f"The weight is {current.dtype}: convert the data first.")
                 if array.size != current.size:
@@ -359,7 +376,8 @@ class _Session(SessionRandomness, SessionCycles):
                         f"writeWeights: {name!r} has {current.size} elements "
                         f"{list(current.shape)}, got {array.size}.")
                 new[name] = array.reshape(current.shape).copy()
-            self._host_weights.update(new)
+            for name, array in new.items():
+                self._set_host_weight(name, array)
 
     def modelToHost(self, fn: str) -> None:  # noqa: N802
         """Save the model with the device's current weights to ``fn``; a training
@@ -418,8 +436,8 @@ class _Session(SessionRandomness, SessionCycles):
         with self._lock:
             weights, state = {}, {}
             for name, array in arrays.items():
-                if name in self._host_weights:
-                    weights[name] = array
+                if name in self._host_weights:  # the model's: one value per group
+                    weights[name] = self._replica_values(name, array)
                 elif name in self._program.state:
                     current = self._program.state[name]
                     state[name] = cast(np.asarray(array).reshape(current.shape),

@@ -45,6 +45,7 @@ import numpy as np
 from ipuxl.ops.collectives.groups import CommGroup, CommGroupType
 from ipuxl.popart.errors import popart_exception
 from ipuxl.popart.variable_settings import VariableSettings
+from ipuxl.replication import to_replicas
 
 __all__ = ["settings_metadata", "input_shape", "model_variable_settings", "weight_variable",
            "variable_like", "single_valued"]
@@ -158,3 +159,22 @@ def _grouping(groups: list[list[int]], replicas: int) -> Any:
         for replica in members:
             assignment[replica] = index
     return get_current_context().graph.ir.replica_grouping_from_assignments(assignment)
+
+
+def returns_replicas(variable: Any, replicas: int) -> bool:
+    """Whether the session reads and writes weight ``variable`` once per replica
+    (``[R, *shape]``): ``VariableRetrievalMode::AllReplicas`` with several replicas.
+    PopART's host copy of such a weight (what ``weightsFromHost`` sends and
+    ``modelToHost`` saves) stays one value per group: ``weightsToHost`` keeps each group's
+    first replica there, and the per-replica values for ``readWeights``."""
+    return variable.retrieval_mode == "all_replicas" and replicas > 1
+
+
+def replica_values(variable: Any, groups: Any, replicas: int) -> Any:
+    """Weight ``variable``'s host value ``groups`` (one value per group) as
+    ``readWeights`` gives it: ``[R, *shape]``, each replica its group's value, where
+    :func:`returns_replicas`; otherwise ``groups`` itself."""
+    if not returns_replicas(variable, replicas):
+        return groups
+    groups = np.asarray(groups).reshape(variable.shape_on_host)
+    return to_replicas(groups, variable.replica_grouping, replicas)
