@@ -55,11 +55,23 @@ def reduce_loss(per_sample: Any, reduction: str, count: Any = None) -> Any:
 def nll(probs: Any, labels: Any, *, reduction: str = "Mean", ignoreIndex: Any = None,  # noqa: N803
         inputIsLogProbability: int = 0) -> Any:  # noqa: N803
     """Negative log likelihood of ``labels`` under ``probs`` (classes on the last axis);
-    labels equal to ``ignoreIndex`` add nothing and do not count in the mean."""
+    labels equal to ``ignoreIndex`` add nothing and do not count in the mean.
+
+    As PopART computes it: the label's probability is picked with a one-hot row, so a
+    label outside ``[0, classes)`` picks 0 (and gets no gradient), and the log is of
+    ``max(p, eps)`` (``eps`` 1e-7, or 6.104e-5 in float16), so a zero probability costs
+    ``-log(eps)`` instead of infinity."""
     labels = labels.astype(jnp.int32)
-    picked = jnp.take_along_axis(probs, jnp.clip(labels, 0, probs.shape[-1] - 1)[..., None],
+    classes = probs.shape[-1]
+    inside = (labels >= 0) & (labels < classes)
+    picked = jnp.take_along_axis(probs, jnp.clip(labels, 0, classes - 1)[..., None],
                                  axis=-1)[..., 0]
-    log_p = picked if inputIsLogProbability else jnp.log(picked)
+    picked = jnp.where(inside, picked, jnp.zeros((), picked.dtype))
+    if inputIsLogProbability:
+        log_p = picked
+    else:
+        eps = 6.104e-05 if probs.dtype == jnp.float16 else 1.0e-7
+        log_p = jnp.log(jnp.maximum(picked, jnp.asarray(eps, picked.dtype)))
     losses = -log_p
     count = None
     if ignoreIndex is not None:
