@@ -25,12 +25,15 @@ array is ``[3, 4]`` (12 elements), and replica 0 and replica 1 both get row ``i`
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ipuxl.host_values import cast
 from ipuxl.popart.errors import popart_exception
+
+if TYPE_CHECKING:
+    from ipuxl.popart.program import Plan
 
 __all__ = ["InputStream", "broadcast_inputs", "input_stream", "input_streams"]
 
@@ -55,26 +58,21 @@ class InputStream:
         name: the input's tensor id.
         shape: one micro-batch on one replica (the input's ``TensorInfo`` shape).
         dtype: the input's NumPy dtype.
-        batches_per_step, accumulation, replicas: the step's batch structure.
+        plan: the step's batch structure (the session program's
+            :class:`~ipuxl.popart.program.Plan`).
         broadcast: ``ReplicatedStreamMode.Broadcast`` (one fetch for all replicas).
     """
 
     name: str
     shape: tuple[int, ...]
     dtype: np.dtype
-    batches_per_step: int
-    accumulation: int
-    replicas: int
+    plan: Plan
     broadcast: bool
-
-    @property
-    def micro_batches(self) -> int:
-        return self.batches_per_step * self.accumulation
 
     @property
     def fetches(self) -> int:
         """The micro-batches one step reads from the host."""
-        return self.micro_batches * (1 if self.broadcast else self.replicas)
+        return self.plan.micro_batches * (1 if self.broadcast else self.plan.replicas)
 
     @property
     def fetch_elements(self) -> int:
@@ -87,21 +85,22 @@ class InputStream:
 
     def layout(self) -> str:
         """The host array's layout, for messages."""
-        replicas = "" if self.broadcast else f"replicationFactor={self.replicas}, "
+        replicas = "" if self.broadcast else f"replicationFactor={self.plan.replicas}, "
         mode = ("Broadcast input: no replica dimension, every replica gets the same data"
                 if self.broadcast else "Replicate input: one slice per replica")
-        return (f"The input of a step is [batchesPerStep={self.batches_per_step}, "
-                f"accumulationFactor={self.accumulation}, {replicas}*{list(self.shape)}] "
+        return (f"The input of a step is [batchesPerStep={self.plan.batches_per_step}, "
+                f"accumulationFactor={self.plan.accumulation}, {replicas}*{list(self.shape)}] "
                 f"with the dimensions of size 1 left out ({mode}).")
 
     def feed(self, fetches: np.ndarray) -> np.ndarray:
         """The device feed ``[micro-batches, replicas, *shape]`` (size-1 dimensions left
         out, as the ipuxl session takes it) of a step's ``fetches`` in host order."""
-        per_replica = 1 if self.broadcast else self.replicas
-        data = np.asarray(fetches).reshape(self.micro_batches, per_replica, *self.shape)
-        if self.broadcast and self.replicas > 1:
-            data = np.broadcast_to(data, (self.micro_batches, self.replicas, *self.shape))
-        lead = tuple(d for d in (self.micro_batches, self.replicas) if d > 1)
+        micro_batches, replicas = self.plan.micro_batches, self.plan.replicas
+        per_replica = 1 if self.broadcast else replicas
+        data = np.asarray(fetches).reshape(micro_batches, per_replica, *self.shape)
+        if self.broadcast and replicas > 1:
+            data = np.broadcast_to(data, (micro_batches, replicas, *self.shape))
+        lead = tuple(d for d in (micro_batches, replicas) if d > 1)
         return np.ascontiguousarray(data).reshape(lead + self.shape)
 
     def from_stepio(self, stepio: Any) -> np.ndarray:
@@ -139,10 +138,8 @@ def input_stream(program: Any, name: str, broadcast: bool = False) -> InputStrea
     """The :class:`InputStream` of tensor ``name`` of a session's ``program`` (PopART
     counts any tensor a PyStepIO names this way, so its runtime assert can say how many
     elements it expected before it says the tensor is no input)."""
-    plan = program.plan
     shape, dtype = program.infos[name]
-    return InputStream(name, tuple(shape), np.dtype(dtype.as_numpy()), plan.batches_per_step,
-                       plan.accumulation, plan.replicas, broadcast)
+    return InputStream(name, tuple(shape), np.dtype(dtype.as_numpy()), program.plan, broadcast)
 
 
 def input_streams(program: Any) -> dict[str, InputStream]:
