@@ -1,5 +1,6 @@
-"""The helper the PopART Builder tests share: import a Builder's model with
-``ipuxl.onnx.model_to_ir`` and run it once."""
+"""The helpers the PopART Builder tests share: import a Builder's model with
+``ipuxl.onnx.model_to_ir`` and run it once (:func:`run_builder`), or run it once in a
+PopART InferenceSession (:func:`run_inference_session`)."""
 
 from __future__ import annotations
 
@@ -18,3 +19,21 @@ def run_builder(builder: Any, feeds: dict[str, np.ndarray], device: str = "cpu"
     with ipuxl.Session(program.ir, device) as session:
         outputs = session.run({program.inputs[k]: v for k, v in feeds.items()})
     return {name: np.asarray(outputs[stream]) for name, stream in program.outputs.items()}
+
+
+def run_inference_session(builder: Any, outputs: list[str], feeds: dict[str, np.ndarray]
+                          ) -> dict[str, np.ndarray]:
+    """Make ``outputs`` the builder's outputs and run its model once in a PopART
+    InferenceSession on the CPU; the anchors by id."""
+    import ipuxl.popart as popart
+
+    for output in outputs:
+        builder.addOutputTensor(output)
+    flow = popart.DataFlow(1, {o: popart.AnchorReturnType("All") for o in outputs})
+    session = popart.InferenceSession(builder.getModelProto(), flow,
+                                      popart.DeviceManager().createCpuDevice())
+    anchors = session.initAnchorArrays()
+    session.prepareDevice()
+    session.weightsFromHost()
+    session.run(popart.PyStepIO(feeds, anchors))
+    return anchors

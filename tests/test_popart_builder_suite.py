@@ -15,6 +15,8 @@ import pytest
 
 onnx = pytest.importorskip("onnx")
 
+from builder_helpers import run_inference_session  # noqa: E402
+
 import ipuxl.popart as popart  # noqa: E402
 from ipuxl.onnx.ops.popart_checks import PopartOpError, popart_op_label  # noqa: E402
 
@@ -27,19 +29,6 @@ def _session_error(builder, outputs):
         popart.InferenceSession(builder.getModelProto(), flow,
                                 popart.DeviceManager().createCpuDevice())
     return str(info.value)
-
-
-def _run(builder, outputs, feeds):
-    for output in outputs:
-        builder.addOutputTensor(output)
-    flow = popart.DataFlow(1, {o: popart.AnchorReturnType("All") for o in outputs})
-    session = popart.InferenceSession(builder.getModelProto(), flow,
-                                      popart.DeviceManager().createCpuDevice())
-    anchors = session.initAnchorArrays()
-    session.prepareDevice()
-    session.weightsFromHost()
-    session.run(popart.PyStepIO(feeds, anchors))
-    return anchors
 
 
 def _input(builder, shape, kind="FLOAT"):
@@ -212,7 +201,7 @@ def test_builder_shapes_of_losses_and_subsample():
     x = _input(builder, [10, 9, 8, 7])
     sub = builder.aiGraphcore.subsample([x], strides=[2, 3, 4, 5])
     assert builder.getTensorShape(sub) == [5, 3, 2, 1]  # the Builder rounds down ...
-    anchors = _run(builder, [sub], {x: np.zeros([10, 9, 8, 7], np.float32)})
+    anchors = run_inference_session(builder, [sub], {x: np.zeros([10, 9, 8, 7], np.float32)})
     assert anchors[sub].shape == (5, 3, 2, 2)  # ... the op keeps the partial last step
 
 
@@ -295,7 +284,7 @@ def test_empty_axes_attribute_reduces_nothing():
     x = builder.addInputTensor(popart.TensorInfo(data))
     none = builder.aiOnnx.reducel1([x], axes=[], keepdims=0)
     every = builder.aiOnnx.reducel1([x], keepdims=0)
-    anchors = _run(builder, [none, every], {x: data})
+    anchors = run_inference_session(builder, [none, every], {x: data})
     np.testing.assert_array_equal(anchors[none], np.abs(data))
     np.testing.assert_allclose(anchors[every], np.abs(data).sum(), rtol=1e-5)
 
@@ -311,7 +300,7 @@ def test_mixed_precision_mul_is_half(infos):
     a = builder.addInputTensor(popart.TensorInfo(first))
     b = builder.addInputTensor(popart.TensorInfo(second))
     out = builder.aiOnnx.mul([a, b])
-    anchors = _run(builder, [out], {a: first, b: second})
+    anchors = run_inference_session(builder, [out], {a: first, b: second})
     expected = (first.astype(np.float32) * second.astype(np.float32)).astype(np.float16)
     assert anchors[out].dtype == np.float16
     np.testing.assert_allclose(anchors[out], expected, atol=1e-3)
@@ -323,7 +312,7 @@ def test_small_average_pool_adds_in_window_order():
     i = builder.addInputTensor(popart.TensorInfo(x))
     out = builder.aiOnnx.averagepool([i], kernel_shape=[2, 2], auto_pad="VALID",
                                      count_include_pad=0, strides=[1, 1])
-    anchors = _run(builder, [out], {i: x})
+    anchors = run_inference_session(builder, [out], {i: x})
     expected = np.zeros((1, 3, 31, 31), np.float32)
     for c, h, w in itertools.product(range(3), range(31), range(31)):
         window = x[0, c, h:h + 2, w:w + 2].reshape(-1)

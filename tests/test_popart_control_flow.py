@@ -12,25 +12,11 @@ import pytest
 
 onnx = pytest.importorskip("onnx")
 
-from builder_helpers import run_builder  # noqa: E402
+from builder_helpers import run_builder, run_inference_session  # noqa: E402
 
 import ipuxl.popart as popart  # noqa: E402
 
 rng = np.random.default_rng(7)
-
-
-def _run(builder, outputs, feeds):
-    """Run ``builder`` once in a PopART InferenceSession on the CPU; anchors by id."""
-    for output in outputs:
-        builder.addOutputTensor(output)
-    flow = popart.DataFlow(1, {o: popart.AnchorReturnType("All") for o in outputs})
-    session = popart.InferenceSession(builder.getModelProto(), flow,
-                                      popart.DeviceManager().createCpuDevice())
-    anchors = session.initAnchorArrays()
-    session.prepareDevice()
-    session.weightsFromHost()
-    session.run(popart.PyStepIO(feeds, anchors))
-    return anchors
 
 
 def _inputs(builder, *arrays):
@@ -63,7 +49,7 @@ def test_scan_slices_of_a_vector_keep_their_axis_and_outputs_concatenate(reverse
     pairs = np.stack([a, b], axis=1)  # one [2] Concat per iteration
     if reverse_out:
         pairs = pairs[::-1]
-    result = _run(builder, [out], feeds)[out]
+    result = run_inference_session(builder, [out], feeds)[out]
     np.testing.assert_array_equal(result, pairs.reshape(-1))
 
 
@@ -77,7 +63,7 @@ def test_scan_concatenates_along_the_output_axis_of_the_body_output():
     out = builder.aiOnnx.scan([td], num_scan_inputs=1, body=body, num_outputs=1,
                               scan_input_axes=[1], scan_output_axes=[-1],
                               scan_output_directions=[1])[0]
-    result = _run(builder, [out], feeds)[out]
+    result = run_inference_session(builder, [out], feeds)[out]
     pieces = [data[:, step, :].T for step in range(5)][::-1]
     np.testing.assert_array_equal(result, np.concatenate(pieces, axis=1))
     assert result.shape == (4, 15)
@@ -96,7 +82,7 @@ def test_scan_carries_state_and_scalar_outputs_stack():
     body.addOutputTensor(body.aiOnnx.reducesum([x], keepdims=0))  # a scalar per step
     final, sums = builder.aiOnnx.scan([state, td], num_scan_inputs=1, body=body,
                                       num_outputs=2)
-    results = _run(builder, [final, sums], feeds)
+    results = run_inference_session(builder, [final, sums], feeds)
     np.testing.assert_array_equal(results[final], [10 + data.sum()])
     np.testing.assert_array_equal(results[sums], data)  # PopART cannot concatenate scalars
 
@@ -129,7 +115,7 @@ def test_if_branches_read_the_parent_tensors_they_declare_as_inputs(condition):
     else_builder.addInputTensorFromParentGraph(tb)
     else_builder.addOutputTensor(else_builder.aiOnnx.sub([ta, tb]))
     out = builder.aiOnnx.logical_if([tc], 1, else_builder, then_builder)[0]
-    result = _run(builder, [out], feeds)[out]
+    result = run_inference_session(builder, [out], feeds)[out]
     np.testing.assert_array_equal(result, a + b if condition else a - b)
 
 
@@ -141,7 +127,7 @@ def test_dynamicslice_with_a_slice_input_takes_its_shape():
     target = builder.aiGraphcore.init([4, 3], popart.DataType.FLOAT, popart.InitType.Zero)
     out = builder.aiGraphcore.dynamicslice([td, index, target], axes=[0], sizes=[1])
     assert builder.getTensorShape(out) == [4, 3]
-    np.testing.assert_array_equal(_run(builder, [out], feeds)[out], data[2])
+    np.testing.assert_array_equal(run_inference_session(builder, [out], feeds)[out], data[2])
 
 
 def test_dynamicslice_takes_a_scalar_offset():
@@ -149,7 +135,7 @@ def test_dynamicslice_takes_a_scalar_offset():
     builder = popart.Builder()
     (td, index), feeds = _inputs(builder, data, np.array(3, np.uint32))
     out = builder.aiGraphcore.dynamicslice([td, index], axes=[0], sizes=[2])
-    np.testing.assert_array_equal(_run(builder, [out], feeds)[out], data[3:5])
+    np.testing.assert_array_equal(run_inference_session(builder, [out], feeds)[out], data[3:5])
 
 
 def test_dynamicupdate_takes_an_update_without_the_window_axis_of_size_one():
@@ -160,7 +146,7 @@ def test_dynamicupdate_takes_an_update_without_the_window_axis_of_size_one():
     out = builder.aiGraphcore.dynamicupdate([td, index, tr], axes=[0], sizes=[1])
     added = builder.aiGraphcore.dynamicadd([out, index, tr], axes=[0], sizes=[1])
     assert builder.getTensorShape(out) == [3, 4]
-    results = _run(builder, [out, added], feeds)
+    results = run_inference_session(builder, [out, added], feeds)
     expected = data.copy()
     expected[1] = row
     np.testing.assert_array_equal(results[out], expected)
@@ -188,7 +174,7 @@ def test_scatter_uses_the_leading_corner_of_larger_updates():
     expected = data.copy()
     for column in range(4):
         expected[indices[0, column], column] = updates[0, column]
-    np.testing.assert_array_equal(_run(builder, [out], feeds)[out], expected)
+    np.testing.assert_array_equal(run_inference_session(builder, [out], feeds)[out], expected)
 
 
 # ---------------------------------------------------------------------------- Builder shapes
