@@ -95,3 +95,55 @@ def test_batch_normalization_states_what_tracing_gives(shape):
         assert rule.types(specs, None, {"num_outputs": 3}) is None  # training: traced
     half_x = [TensorSpec(shape, dtypes.float16)] + specs[1:]
     assert rules[0].types(half_x, None, {}) is None  # mixed types: traced
+
+
+def newest(op_type):
+    return registry._RULES[("ai.onnx", op_type)][-1]
+
+
+@pytest.mark.parametrize("shapes, axis", [([(2, 3), (2, 5)], 1), ([(4, 1, 2)] * 3, 0),
+                                          ([(2, 3, 4), (2, 1, 4)], -2), ([(7,)], 0)])
+def test_concat_states_what_tracing_gives(shapes, axis):
+    concat = newest("Concat")
+    specs = [TensorSpec(s, dtypes.float16) for s in shapes]
+    assert concat.types(specs, None, {"axis": axis}) == traced(concat, specs, {"axis": axis})
+
+
+def test_concat_leaves_mismatched_inputs_to_tracing():
+    concat = newest("Concat")
+    a, b = TensorSpec((2, 3), dtypes.float32), TensorSpec((3, 3), dtypes.float32)
+    assert concat.types([a, b], None, {"axis": 1}) is None  # other axes differ
+    assert concat.types([a, TensorSpec((2, 3), dtypes.int32)], None, {"axis": 0}) is None
+    assert concat.types([a, a], None, {"axis": 2}) is None  # axis out of range
+    assert concat.types([a, a], None, {}) is None  # no axis: tracing raises
+    with pytest.raises(TypeError):
+        traced(concat, [a, b], {"axis": 1})
+
+
+@pytest.mark.parametrize("shape, perm", [((2, 3, 4), None), ((2, 3, 4), [1, 0, 2]),
+                                         ((5,), [0]), ((1, 2, 3, 4), [0, 2, 3, 1])])
+def test_transpose_states_what_tracing_gives(shape, perm):
+    transpose = newest("Transpose")
+    specs = [TensorSpec(shape, dtypes.int32)]
+    attrs = {} if perm is None else {"perm": perm}
+    assert transpose.types(specs, None, attrs) == traced(transpose, specs, attrs)
+    assert transpose.types(specs, None, {"perm": [0] * len(shape) + [1]}) is None
+
+
+@pytest.mark.parametrize("a, b, c, attrs", [
+    ((3, 4), (4, 5), None, {}), ((4, 3), (4, 5), (5,), {"transA": 1}),
+    ((3, 4), (5, 4), (3, 1), {"transB": 1}), ((4, 3), (5, 4), (), {"transA": 1, "transB": 1}),
+])
+def test_gemm_states_what_tracing_gives(a, b, c, attrs):
+    gemm = newest("Gemm")
+    specs = [TensorSpec(s, dtypes.float32) for s in (a, b) + ((c,) if c is not None else ())]
+    assert gemm.types(specs, None, attrs) == traced(gemm, specs, attrs)
+
+
+def test_gemm_leaves_mismatched_inputs_to_tracing():
+    gemm = newest("Gemm")
+    a, b = TensorSpec((3, 4), dtypes.float32), TensorSpec((4, 5), dtypes.float32)
+    assert gemm.types([a, TensorSpec((3, 5), dtypes.float32)], None, {}) is None  # K differs
+    assert gemm.types([a, b, TensorSpec((2, 5), dtypes.float32)], None, {}) is None  # C
+    assert gemm.types([a, b, TensorSpec((3, 5), dtypes.float16)], None, {}) is None
+    assert gemm.types([TensorSpec((3, 4), dtypes.int32), b], None, {}) is None

@@ -507,7 +507,9 @@ class Importer:
     def _fold(self, rule: Rule, node: Any, slots: list[str], statics: list[np.ndarray],
               dynamic: list[tuple[int, Any]], attrs: dict[str, Any]) -> list[np.ndarray]:
         try:
-            with jax.enable_x64(True), jax.default_device(jax.devices("cpu")[0]):
+            # The platform's name, not ``jax.devices("cpu")``: folding NumPy values
+            # needs no JAX backend, so importing does not start one.
+            with jax.enable_x64(True), jax.default_device("cpu"):
                 arrays = [jnp.asarray(np.asarray(v)) for _, v in dynamic]
                 result = call_rule(rule, arrays, "".join(slots), statics, attrs)
                 results = result if isinstance(result, (list, tuple)) else (result,)

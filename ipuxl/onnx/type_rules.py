@@ -19,7 +19,7 @@ import numpy as np
 
 from ipuxl.tensor import TensorSpec
 
-__all__ = ["same_float", "broadcast_float"]
+__all__ = ["same_float", "broadcast_float", "concatenated", "transposed", "gemm"]
 
 
 def _floating(tensor: Any) -> bool:
@@ -46,3 +46,60 @@ def broadcast_float(tensors: Sequence[Any], slots: str | None, attrs: dict[str, 
     except ValueError:
         return None  # traced, which raises the operator's error
     return [TensorSpec(tuple(shape), tensors[0].dtype)]
+
+
+def concatenated(tensors: Sequence[Any], slots: str | None, attrs: dict[str, Any]
+                 ) -> list[TensorSpec] | None:
+    """``Concat`` (opset 4 on) of inputs of one type and rank that agree off ``axis``."""
+    axis = attrs.get("axis")
+    if slots is not None or not tensors or axis is None:
+        return None
+    first = tensors[0]
+    rank = len(first.shape)
+    axis = int(axis) + rank if int(axis) < 0 else int(axis)
+    if not 0 <= axis < rank:
+        return None
+    for tensor in tensors[1:]:
+        if (tensor.dtype != first.dtype or len(tensor.shape) != rank
+                or any(a != b for i, (a, b) in enumerate(zip(tensor.shape, first.shape))
+                       if i != axis)):
+            return None  # traced, which raises the operator's error
+    shape = list(first.shape)
+    shape[axis] = sum(int(t.shape[axis]) for t in tensors)
+    return [TensorSpec(tuple(shape), first.dtype)]
+
+
+def transposed(tensors: Sequence[Any], slots: str | None, attrs: dict[str, Any]
+               ) -> list[TensorSpec] | None:
+    """``Transpose`` by ``perm`` (reversed axes without one)."""
+    if slots is not None or len(tensors) != 1:
+        return None
+    shape = tuple(tensors[0].shape)
+    perm = attrs.get("perm")
+    order = tuple(reversed(range(len(shape)))) if perm is None else tuple(int(p) for p in perm)
+    if sorted(order) != list(range(len(shape))):
+        return None
+    return [TensorSpec(tuple(shape[p] for p in order), tensors[0].dtype)]
+
+
+def gemm(tensors: Sequence[Any], slots: str | None, attrs: dict[str, Any]
+         ) -> list[TensorSpec] | None:
+    """``Gemm`` of 2-D floating-point ``A``, ``B`` (and ``C``) of one type: ``[M, N]``
+    (``C`` must broadcast to it)."""
+    if slots is not None or len(tensors) not in (2, 3) or attrs.get("broadcast"):
+        return None
+    a, b = tensors[0], tensors[1]
+    if (not _floating(a) or any(t.dtype != a.dtype for t in tensors)
+            or len(a.shape) != 2 or len(b.shape) != 2):
+        return None
+    m, k = (a.shape[1], a.shape[0]) if attrs.get("transA", 0) else tuple(a.shape)
+    k_b, n = (b.shape[1], b.shape[0]) if attrs.get("transB", 0) else tuple(b.shape)
+    if k != k_b:
+        return None
+    if len(tensors) == 3:
+        try:
+            if np.broadcast_shapes(tuple(tensors[2].shape), (m, n)) != (m, n):
+                return None
+        except ValueError:
+            return None
+    return [TensorSpec((int(m), int(n)), a.dtype)]

@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ipuxl import storage_layout
+from ipuxl.onnx import type_rules
 from ipuxl.onnx.registry import onnx_op
 
 
@@ -22,7 +23,8 @@ def _gemm_layouts(op: Any) -> dict[int, tuple[int, ...]]:
     return {} if op.attrs.get("transB", 0) else storage_layout.dense_weight(1)(op)
 
 
-@onnx_op("Gemm", since=(1, 6, 7, 9, 11, 13), kind="matmul", operand_layouts=_gemm_layouts)
+@onnx_op("Gemm", since=(1, 6, 7, 9, 11, 13), kind="matmul", operand_layouts=_gemm_layouts,
+         types=type_rules.gemm)
 def gemm(a: Any, b: Any, c: Any = None, *, alpha: float = 1.0, beta: float = 1.0,
          transA: int = 0, transB: int = 0, broadcast: int = 0) -> Any:  # noqa: N803
     """``alpha * A' @ B' + beta * C`` in the operands' type (``broadcast`` of opsets 1

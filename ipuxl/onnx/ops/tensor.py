@@ -25,6 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from ipuxl.onnx import type_rules
 from ipuxl.onnx.ops.popart_checks import expand_check, reshape_check, tile_check
 from ipuxl.onnx.registry import onnx_converter, onnx_op
 
@@ -155,7 +156,7 @@ def unsqueeze(data: Any, axes: np.ndarray) -> Any:
     return jnp.reshape(data, shape)
 
 
-@onnx_op("Transpose", since=(1, 13, *_LATEST), kind="copy")
+@onnx_op("Transpose", since=(1, 13, *_LATEST), kind="copy", types=type_rules.transposed)
 def transpose(data: Any, *, perm: Sequence[int] | None = None) -> Any:
     order = tuple(reversed(range(data.ndim))) if perm is None else tuple(int(p) for p in perm)
     if sorted(order) != list(range(data.ndim)):
@@ -169,7 +170,7 @@ def concat_v1(*inputs: Any, axis: int = 1) -> Any:
     return concat(*inputs, axis=axis)
 
 
-@onnx_op("Concat", since=(4, 11, 13), kind="copy")
+@onnx_op("Concat", since=(4, 11, 13), kind="copy", types=type_rules.concatenated)
 def concat(*inputs: Any, axis: int) -> Any:
     parts = [x for x in inputs if x is not None]
     return jnp.concatenate(parts, axis=norm_axis(axis, parts[0].ndim))
