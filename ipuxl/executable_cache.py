@@ -55,7 +55,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from typing import Any
 
-__all__ = ["ExecutableCache", "DEFAULT_CAPACITY", "DamagedEntry", "capacity",
+__all__ = ["ExecutableCache", "ipuxl_build", "code_fingerprint", "DEFAULT_CAPACITY", "DamagedEntry", "capacity",
            "set_capacity", "seal", "unseal", "write_atomically", "use_persistent_cache",
            "ENGINE_SUFFIX", "engine_entry", "load_engine", "save_engine", "has_host_callbacks",
            "fresh_compilations"]
@@ -345,6 +345,36 @@ def use_persistent_cache(directory: str) -> None:
 
 # ----------------------------------------------------------------------------- engine cache
 ENGINE_SUFFIX = ".ipuxl-engine"
+
+
+_BUILD: list[str] = []  # the fingerprint of this process's ipuxl, computed once
+
+
+def ipuxl_build() -> str:
+    """A fingerprint of the ipuxl code this process runs: its version and
+    :func:`code_fingerprint` of the package. An engine compiled by other code (an upgrade,
+    or an edit of an editable install) then has another key, never a stale hit: the IR
+    text names the ops, but the code that lowers them can change under it."""
+    if not _BUILD:
+        from ipuxl import __version__
+
+        _BUILD.append(f"{__version__}+{code_fingerprint(os.path.dirname(__file__))}")
+    return _BUILD[0]
+
+
+def code_fingerprint(root: str) -> str:
+    """The hash of the name, size and modification time of every ``.py`` file under
+    ``root`` (reading no file: a few milliseconds for ipuxl)."""
+    digest = hashlib.sha256()
+    for folder, folders, files in os.walk(root):
+        folders[:] = sorted(f for f in folders if f != "__pycache__")
+        for name in sorted(files):
+            if name.endswith(".py"):
+                path = os.path.join(folder, name)
+                stat = os.stat(path)
+                digest.update(f"{os.path.relpath(path, root)}:{stat.st_size}:"
+                              f"{stat.st_mtime_ns}\0".encode())
+    return digest.hexdigest()[:16]
 
 
 def engine_entry(directory: str, parts: Iterable[str]) -> str:

@@ -37,6 +37,7 @@ from ipuxl.executable_cache import (
     engine_entry,
     fresh_compilations,
     has_host_callbacks,
+    ipuxl_build,
     load_engine,
     save_engine,
 )
@@ -209,7 +210,8 @@ class SessionCompile:
 
     def _engine_key(self) -> list[str]:
         """What the engine cache key hashes: the program, the device, the options that may
-        shape the executable, and the versions of everything that compiles it."""
+        shape the executable, and the versions of everything that compiles it (ipuxl's
+        own code included: :func:`~ipuxl.executable_cache.ipuxl_build`)."""
         import jaxlib
 
         from ipuxl.runtime.compile import _host_cpu
@@ -219,7 +221,7 @@ class SessionCompile:
                 device.platform, str(getattr(device, "device_kind", "")),
                 str(len(self._execution_devices())), str(self._donate), str(self._mode),
                 repr(self._program.checks), session_options.executable_options(self._ir),
-                str(self._uses_64bit), jax.__version__, jaxlib.__version__,
+                str(self._uses_64bit), ipuxl_build(), jax.__version__, jaxlib.__version__,
                 _host_cpu() if device.platform == "cpu" else platform.machine()]
 
     def _execution_devices(self) -> list[jax.Device]:

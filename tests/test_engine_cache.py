@@ -115,6 +115,34 @@ def test_a_change_of_engine_options_misses(tmp_path, logged):
     np.testing.assert_array_equal(first, second)
 
 
+def test_other_ipuxl_code_misses(tmp_path, logged, monkeypatch):
+    """An engine compiled by another build of ipuxl (an upgrade, an edited module) is not
+    loaded: its lowering code may differ."""
+    from ipuxl import executable_cache
+
+    cache, value = tmp_path / "cache", fresh_value()
+    run(value, str(cache))
+    monkeypatch.setattr(executable_cache, "_BUILD", ["0.1.0+another"])
+    run(value, str(cache))
+    assert events(logged) == [_COMPILING, _COMPILING]
+    assert len(entries(cache)) == 2
+
+
+def test_the_code_fingerprint_follows_module_files(tmp_path):
+    from ipuxl.executable_cache import code_fingerprint
+
+    (tmp_path / "sub").mkdir()
+    module = tmp_path / "sub" / "op.py"
+    module.write_text("x = 1\n")
+    (tmp_path / "notes.txt").write_text("not code")
+    first = code_fingerprint(str(tmp_path))
+    assert code_fingerprint(str(tmp_path)) == first
+    (tmp_path / "notes.txt").write_text("other text, not code")
+    assert code_fingerprint(str(tmp_path)) == first
+    module.write_text("x = 22\n")
+    assert code_fingerprint(str(tmp_path)) != first
+
+
 def test_options_that_only_place_files_do_not_miss(tmp_path, logged):
     cache, value = str(tmp_path / "cache"), fresh_value()
     first, _, _ = build(value, cache)
