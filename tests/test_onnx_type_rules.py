@@ -147,3 +147,43 @@ def test_gemm_leaves_mismatched_inputs_to_tracing():
     assert gemm.types([a, b, TensorSpec((2, 5), dtypes.float32)], None, {}) is None  # C
     assert gemm.types([a, b, TensorSpec((3, 5), dtypes.float16)], None, {}) is None
     assert gemm.types([TensorSpec((3, 4), dtypes.int32), b], None, {}) is None
+
+
+_POOL_ATTRS = [
+    {"kernel_shape": [3, 3]},
+    {"kernel_shape": [3, 2], "strides": [2, 2], "pads": [1, 0, 1, 1]},
+    {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1},
+    {"kernel_shape": [2, 3], "strides": [2, 1], "pads": [1, 1, 0, 1], "ceil_mode": 1},
+    {"kernel_shape": [3, 3], "auto_pad": "SAME_UPPER", "strides": [2, 2]},
+    {"kernel_shape": [2, 2], "auto_pad": "SAME_LOWER", "strides": [3, 2]},
+    {"kernel_shape": [3, 3], "auto_pad": "VALID", "strides": [2, 2]},
+    {"kernel_shape": [2, 2], "dilations": [2, 1], "strides": [1, 2]},
+]
+
+
+@pytest.mark.parametrize("op_type", ["AveragePool", "MaxPool", "LpPool"])
+@pytest.mark.parametrize("attrs", _POOL_ATTRS)
+def test_windowed_pools_state_what_tracing_gives(op_type, attrs):
+    for rule in registry._RULES[("ai.onnx", op_type)]:
+        if "dilations" in attrs and rule.since < 10:
+            continue  # pools take dilations from opset 10
+        specs = [TensorSpec((2, 3, 9, 8), dtypes.float32)]
+        assert rule.types(specs, None, attrs) == traced(rule, specs, attrs), (rule.name, attrs)
+
+
+def test_pools_leave_what_they_do_not_cover_to_tracing():
+    (*_, max_pool) = registry._RULES[("ai.onnx", "MaxPool")]
+    x = [TensorSpec((1, 2, 5, 5), dtypes.float32)]
+    assert max_pool.types(x, None, {"kernel_shape": [2, 2], "num_outputs": 2}) is None
+    assert max_pool.types(x, None, {"kernel_shape": [2]}) is None  # rank mismatch
+    assert max_pool.types([TensorSpec((1, 2, 5, 5), dtypes.int8)], None,
+                          {"kernel_shape": [2, 2]}) is None
+    assert max_pool.types(x, None, {"kernel_shape": [2, 2], "strides": [1]}) is None
+
+
+@pytest.mark.parametrize("op_type", ["GlobalAveragePool", "GlobalMaxPool"])
+@pytest.mark.parametrize("shape", [(2, 3, 4, 5), (1, 4, 7), (2, 3, 2, 2, 2)])
+def test_global_pools_state_what_tracing_gives(op_type, shape):
+    for rule in registry._RULES[("ai.onnx", op_type)]:
+        specs = [TensorSpec(shape, dtypes.float16)]
+        assert rule.types(specs, None, {}) == traced(rule, specs, {}), rule.name

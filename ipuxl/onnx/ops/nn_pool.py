@@ -18,6 +18,7 @@ from jax import lax
 
 from ipuxl.onnx.ops.nn_conv import spatial_pads, window_attributes
 from ipuxl.onnx.registry import onnx_op
+from ipuxl.tensor import TensorSpec
 
 
 def pool_geometry(in_shape: Sequence[int], kernel: Sequence[int], strides: Any,
@@ -50,6 +51,39 @@ def pool_geometry(in_shape: Sequence[int], kernel: Sequence[int], strides: Any,
         need = (size - 1) * strides[i] + span - in_shape[i] - onnx_pads[i][0]
         cover.append((onnx_pads[i][0], max(need, onnx_pads[i][1])))
     return out, onnx_pads, cover, strides, dilations
+
+
+def _pool_types(tensors: Sequence[Any], slots: str | None, attrs: dict[str, Any]
+                ) -> list[TensorSpec] | None:
+    """A windowed pool's output type without tracing: ``[N, C, *out]`` by
+    :func:`pool_geometry`, for one floating-point input and one output (MaxPool's indices
+    and anything else are traced)."""
+    if slots is not None or len(tensors) != 1 or int(attrs.get("num_outputs", 1)) > 1:
+        return None
+    x = tensors[0]
+    kernel = tuple(int(k) for k in attrs.get("kernel_shape", ()))
+    if not x.dtype.is_floating_point or len(x.shape) < 3 or len(kernel) != len(x.shape) - 2:
+        return None
+    try:
+        out, *_ = pool_geometry(tuple(x.shape[2:]), kernel, attrs.get("strides"),
+                                attrs.get("dilations"), attrs.get("pads"),
+                                attrs.get("auto_pad", "NOTSET"), int(attrs.get("ceil_mode", 0)))
+    except ValueError:
+        return None  # traced, which raises the operator's error
+    if min(out, default=1) < 1:
+        return None
+    return [TensorSpec((x.shape[0], x.shape[1], *out), x.dtype)]
+
+
+def _global_types(tensors: Sequence[Any], slots: str | None, attrs: dict[str, Any]
+                  ) -> list[TensorSpec] | None:
+    """A global pool's output type: ``[N, C, 1, ...]``."""
+    if slots is not None or len(tensors) != 1 or not tensors[0].dtype.is_floating_point:
+        return None
+    shape = tuple(tensors[0].shape)
+    if len(shape) < 2:
+        return None
+    return [TensorSpec(shape[:2] + (1,) * (len(shape) - 2), tensors[0].dtype)]
 
 
 def _window(x: Any, init: Any, op: Any, kernel: Sequence[int], strides: Sequence[int],
@@ -107,7 +141,7 @@ def _counts(in_shape: Sequence[int], onnx_pads: Any, kernel: Any, strides: Any,
     return counts
 
 
-@onnx_op("AveragePool", since=(1, 7, 10, 11, 19, 22), kind="pool")
+@onnx_op("AveragePool", since=(1, 7, 10, 11, 19, 22), kind="pool", types=_pool_types)
 def average_pool(x: Any, *, auto_pad: str = "NOTSET", ceil_mode: int = 0,
                  count_include_pad: int = 0, dilations: Sequence[int] | None = None,
                  kernel_shape: Sequence[int] = (), pads: Sequence[int] | None = None,
@@ -121,7 +155,7 @@ def average_pool(x: Any, *, auto_pad: str = "NOTSET", ceil_mode: int = 0,
     return total / jnp.asarray(counts, x.dtype)
 
 
-@onnx_op("LpPool", since=(1, 2, 11, 18, 22), kind="pool")
+@onnx_op("LpPool", since=(1, 2, 11, 18, 22), kind="pool", types=_pool_types)
 def lp_pool(x: Any, *, auto_pad: str = "NOTSET", ceil_mode: int = 0,
             dilations: Sequence[int] | None = None, kernel_shape: Sequence[int] = (),
             p: float = 2, pads: Sequence[int] | None = None,
@@ -168,7 +202,7 @@ def _argmax_window(x: Any, kernel: Any, strides: Any, dilations: Any, cover: Any
     return index[(slice(None), slice(None)) + tuple(slice(0, o) for o in out)]
 
 
-@onnx_op("MaxPool", since=(1, 8, 10, 11, 12, 22), kind="pool")
+@onnx_op("MaxPool", since=(1, 8, 10, 11, 12, 22), kind="pool", types=_pool_types)
 def max_pool(x: Any, *, auto_pad: str = "NOTSET", ceil_mode: int = 0,
              dilations: Sequence[int] | None = None, kernel_shape: Sequence[int] = (),
              pads: Sequence[int] | None = None, storage_order: int = 0,
@@ -186,12 +220,12 @@ def _global(x: Any) -> tuple[int, ...]:
     return tuple(range(2, x.ndim))
 
 
-@onnx_op("GlobalAveragePool", since=(1, 22), kind="pool")
+@onnx_op("GlobalAveragePool", since=(1, 22), kind="pool", types=_global_types)
 def global_average_pool(x: Any) -> Any:
     return jnp.mean(x, axis=_global(x), keepdims=True, dtype=x.dtype)
 
 
-@onnx_op("GlobalMaxPool", since=(1, 22), kind="pool")
+@onnx_op("GlobalMaxPool", since=(1, 22), kind="pool", types=_global_types)
 def global_max_pool(x: Any) -> Any:
     return jnp.max(x, axis=_global(x), keepdims=True)
 
