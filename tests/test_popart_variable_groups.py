@@ -161,7 +161,9 @@ def test_gradients_are_reduced_within_each_group(comm_group, replicas_per_group)
     # Each replica's gradient is 2 w; the group sums those of its replicas.
     np.testing.assert_allclose(updated, weights - 0.1 * replicas_per_group * 2 * weights,
                                rtol=1e-6)
-    np.testing.assert_array_equal(anchor, np.repeat(weights, replicas_per_group, axis=0))
+    # An anchored weight is copied to the host after its update (PopART's order), one
+    # row per replica: its group's weights.
+    np.testing.assert_array_equal(anchor, np.repeat(updated, replicas_per_group, axis=0))
 
 
 def test_optimizer_state_is_kept_per_group():

@@ -260,8 +260,9 @@ class NodeContext:
     env: dict[str, Value]
 
     def tensor(self, index: int) -> Tensor:
-        """Input ``index`` as a tensor of the current graph."""
-        return self.importer.tensor(self.node.input[index], self.inputs[index])
+        """Input ``index`` as a tensor of the current graph (copied to the current IPU if
+        it lives on another, as every op's inputs are)."""
+        return _on_current_ipu(self.importer.tensor(self.node.input[index], self.inputs[index]))
 
     def value(self, index: int) -> np.ndarray:
         """Input ``index``'s value, which must be known at import time."""

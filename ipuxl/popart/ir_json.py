@@ -15,6 +15,8 @@ op annotated ``RecomputeType.Recompute``), ``__ipu_number``, ``__pipeline_stage`
 ``scope`` and ``schedulePriority``. ``RandomNormalLike``/``RandomUniformLike`` are listed
 as ``RandomNormal``/``RandomUniform``, which PopART's patterns always make of them. The
 host transfers and loops ipuxl adds around them are not PopART ops and are not listed.
+The session's patterns then rewrite the list as PopART's would (:mod:`ipuxl.popart.
+ir_patterns`: ``Relu`` shown as ``ReluInplace``, a scalar ``IdentityLoss`` removed...).
 
 A training program's SGD updates are listed after them as PopART decomposes them, one
 group per weight ``w`` (the tensors PopART names, which programs look for):
@@ -35,7 +37,12 @@ import json
 import re
 from typing import Any
 
-from ipuxl.popart.builder_annotations import RecomputeType
+from ipuxl.popart.builder_annotations import (
+    EXCLUDE_PATTERNS,
+    INPLACE_NAMES,
+    INPLACE_PRIORITIES,
+    RecomputeType,
+)
 from ipuxl.popart.tensor_info import data_type_of
 
 __all__ = ["serialize_ir"]
@@ -49,20 +56,73 @@ _ANNOTATIONS = {"__ipu_number", "__pipeline_stage", "__execution_phase"}
 _RECOMPUTE = "__recompute_output_in_backward_pass"
 
 
-def serialize_ir(program: Any, options: Any = None) -> str:
+def serialize_ir(program: Any, options: Any = None, patterns: Any = None) -> str:
     """The JSON text of ``program`` (an :class:`ipuxl.popart.program.Program`); with
     virtual graphs on (``options.virtualGraphMode`` not ``Off``) every op has an
-    ``__ipu_number``, its annotation's or 0 (gradient ops: their forward op's)."""
+    ``__ipu_number``, its annotation's or 0 (gradient ops: their forward op's). The ops
+    are shown after the rewrites ``patterns`` (the session's ``popart.Patterns``; None:
+    PopART's default level) enables, as :mod:`ipuxl.popart.ir_patterns` models them."""
+    from ipuxl.popart.ir_patterns import rewrite
+
     placed = str(getattr(options, "virtualGraphMode", "Off")) != "Off"
     nodes = {out: node for node in program.model.graph.node for out in node.output if out}
-    ops = []
-    for graph in _imported_graphs(program.ir):
-        for op in graph.ops:
-            match = _IMPORTED.match(op.name)
-            if match is not None:
-                ops.append(_op_json(op, match, nodes, placed))
+    steps, kept = _steps(program, nodes, placed)
+    ops = rewrite(steps, patterns, kept, _unmodifiable(program))
     ops.extend(_sgd_ops(program, placed))
     return json.dumps({"maingraph": ops})
+
+
+def _steps(program: Any, nodes: dict[str, Any], placed: bool) -> tuple[list[Any], set[str]]:
+    """Every op of the imported graphs as an :class:`~ipuxl.popart.ir_patterns.Step`
+    (those the JSON leaves out without an entry), and the tensors no rewrite may remove:
+    the anchors, what the host stores, the loss."""
+    from ipuxl.popart.ir_patterns import Step
+
+    steps, index_of = [], {}
+    kept = set(program.anchors)
+    for graph in _imported_graphs(program.ir):
+        if not graph.id.endswith("_bwd") and graph.outputs and program.optimizer:
+            kept.add(graph.outputs[0].name)  # a training forward graph's first: the loss
+        for op in graph.ops:
+            match = _IMPORTED.match(op.name)
+            if op.name == "host_store":
+                kept.update(t.name for t in op.inputs)
+            step = Step(None, [t.name for t in op.inputs], [t.name for t in op.outputs],
+                        [int(t.nelms) for t in op.inputs], [int(t.nelms) for t in op.outputs],
+                        backward=graph.id.endswith("_bwd"))
+            index_of[id(op)] = len(steps)
+            if match is not None:
+                step.entry = _op_json(op, match, nodes, placed)
+                forward = getattr(op.attrs.get("forward"), "op", None)
+                if match.group("grad"):
+                    step.forward = index_of.get(id(forward))
+                else:
+                    _annotations(step, nodes.get(op.outputs[0].name) if op.outputs else None)
+            steps.append(step)
+    return steps, kept
+
+
+def _annotations(step: Any, node: Any) -> None:
+    """The node's ``excludePatterns`` names and ``setInplacePreferences`` priorities."""
+    import onnx
+
+    if node is None:
+        return
+    values = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    step.excluded = frozenset(_text(name) for name in values.get(EXCLUDE_PATTERNS, ()))
+    names = [_text(name) for name in values.get(INPLACE_NAMES, ())]
+    step.preferences = dict(zip(names, values.get(INPLACE_PRIORITIES, ())))
+
+
+def _unmodifiable(program: Any) -> set[str]:
+    """The tensors no in-place op may write: weights, initializers, constants."""
+    from ipuxl.tensor import Constant
+
+    names = set(program.weights) | {i.name for i in program.model.graph.initializer}
+    for graph in _imported_graphs(program.ir):
+        for op in graph.ops:
+            names.update(t.name for t in op.inputs if isinstance(t, Constant))
+    return names
 
 
 def _sgd_ops(program: Any, placed: bool) -> list[dict[str, Any]]:

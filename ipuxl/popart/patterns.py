@@ -3,7 +3,13 @@
 PopART rewrites its IR with patterns before lowering (``PreUniRepl``, ``OpToIdentity``,
 the in-placing patterns...). ipuxl needs none of them: XLA does the equivalent
 rewrites. A session takes a ``Patterns`` object so programs that set them run unchanged;
-the switches are kept and readable, and change nothing.
+the switches are kept and readable. They change no numbers, but PopART lowers some ops
+only after a pattern rewrote them (``CosGrad`` needs ``CosGradOp``...): a session checks
+that the patterns those ops need are on (:mod:`ipuxl.popart.pattern_requirements`).
+
+Each level turns on PopART's set: ``NoPatterns`` none, ``Minimal`` the mandatory ones
+(:data:`MANDATORY_PATTERNS`), ``Default`` all but :data:`OFF_BY_DEFAULT`, ``All`` every
+one; a list of names turns on those names only.
 """
 
 from __future__ import annotations
@@ -13,24 +19,40 @@ from typing import Any
 
 from ipuxl.popart.arguments import enum_argument
 
-__all__ = ["Patterns", "PatternsLevel", "PATTERN_NAMES", "check_excluded_patterns"]
+__all__ = ["Patterns", "PatternsLevel", "PATTERN_NAMES", "MANDATORY_PATTERNS", "OFF_BY_DEFAULT",
+           "check_excluded_patterns"]
 
 # Every pattern PopART registers (its PatternNames), for the names a model may exclude.
 PATTERN_NAMES = frozenset({
-    "AdamDecompose", "AdaptiveDecompose", "AllReduceToIdentity", "Atan2Arg0GradOp",
-    "Atan2Arg1GradOp", "ContiguateIpuCopyIndicesPattern", "ConvDataGrad",
+    "AbsGradOp", "AdamDecompose", "AdaptiveDecompose", "AllReduceToIdentity",
+    "Atan2Arg0GradOp", "Atan2Arg1GradOp", "ContiguateIpuCopyIndicesPattern", "ConvDataGrad",
     "ConvFlipWeightsDoubleFlip", "ConvFlipWeightsGradOp", "ConvTranspose", "CosGradOp",
     "CoshOp", "DecomposeBinaryConstScalar", "DivArg0GradOp", "DivArg1GradOp", "ExpGradOp",
     "ExpandCast", "Expm1GradOp", "FmodArg0GradOp", "InPlace", "InitAccumulate", "LSTMOp",
     "LambSerialisedWeight", "Log1pGradOp", "LogGradOp", "LoopScanOut", "MatMulLhsGradOp",
     "MatMulOp", "MatMulRhsGradOp", "MulArgGradOp", "NegativeOneScale",
     "NlllWithSoftmaxGradDirect", "OpToIdentity", "PackedDataBlock", "PadSum", "PostNRepl",
-    "PowArg0GradOp", "PowArg1GradOp", "PreUniRepl", "ReciprocalGradOp",
-    "RemoveUnnecessaryLossGradCast", "SGD0Decompose", "SGD1Decompose", "SGD2Decompose",
-    "ScanToLoop", "Slice2SliceSubsample", "SoftmaxGradDirect", "SplitGather",
-    "SplitGradOpToConcat", "SplitOp", "SqrtGradOp", "SubtractArg1GradOp", "SumToAdd",
-    "TiedGather", "TiedGatherAccumulate", "TransposeToIdentityOrReshapePattern",
-    "UpdateInplacePrioritiesForIpu", "UpsampleToResize", "ViewSimplifyPattern"})
+    "PowArg0GradOp", "PowArg1GradOp", "PreUniRepl", "RandomNormalLikeOpPattern",
+    "RandomUniformLikeOpPattern", "ReciprocalGradOp", "RemoveUnnecessaryLossGradCast",
+    "SGD0Decompose", "SGD1Decompose", "SGD2Decompose", "ScanToLoop", "SinGradOp",
+    "Slice2SliceSubsample", "SoftmaxGradDirect", "SplitGather", "SplitGradOpToConcat",
+    "SplitOp", "SqrtGradOp", "SubtractArg1GradOp", "SumToAdd", "TiedGather",
+    "TiedGatherAccumulate", "TransposeToIdentityOrReshapePattern",
+    "UpdateInplacePrioritiesForIpu", "UpsampleToResize", "ViewSimplifyPattern",
+    "ZerosLikeOpPattern"})
+
+# The patterns PopART registers as mandatory: ``PatternsLevel.Minimal`` turns on these.
+MANDATORY_PATTERNS = frozenset({
+    "AbsGradOp", "AllReduceToIdentity", "Atan2Arg0GradOp", "Atan2Arg1GradOp", "ConvDataGrad",
+    "ConvFlipWeightsGradOp", "ConvTranspose", "CosGradOp", "CoshOp", "DivArg0GradOp",
+    "DivArg1GradOp", "ExpGradOp", "Expm1GradOp", "FmodArg0GradOp", "Log1pGradOp", "LogGradOp",
+    "LoopScanOut", "MatMulLhsGradOp", "MatMulOp", "MatMulRhsGradOp", "MulArgGradOp",
+    "PowArg0GradOp", "PowArg1GradOp", "RandomNormalLikeOpPattern", "RandomUniformLikeOpPattern",
+    "ReciprocalGradOp", "ScanToLoop", "SinGradOp", "SqrtGradOp", "SubtractArg1GradOp",
+    "ZerosLikeOpPattern"})
+# The patterns ``PatternsLevel.Default`` leaves off (PopART registers them disabled).
+OFF_BY_DEFAULT = frozenset({"LSTMOp", "Slice2SliceSubsample", "SplitGather", "TiedGather",
+                            "TiedGatherAccumulate"})
 
 
 def check_excluded_patterns(model: Any) -> None:
@@ -69,20 +91,40 @@ class Patterns:
                 isinstance(name, str) for name in level_or_names):
             self.level = PatternsLevel.NoPatterns
             for name in level_or_names:
+                if name not in PATTERN_NAMES:
+                    from ipuxl.popart.errors import popart_exception
+
+                    hint = ", did you mean InPlace?" if name == "Inplace" else ""
+                    raise popart_exception(f"Unknown pattern {name}{hint}")
                 self._enabled[name] = True
         else:
             raise TypeError(f"Patterns takes a popart.PatternsLevel or a list of pattern "
                             f"names, got {type(level_or_names).__name__} {level_or_names!r}.")
-        self.inplaceEnabled = self.level != PatternsLevel.NoPatterns  # noqa: N815
+        # In-placing is a switch of its own: on at the Default and All levels, and where
+        # a list names "InPlace" (PopART's rule).
+        named_inplace = self._enabled.pop("InPlace", False)
+        self.inplaceEnabled = named_inplace or self.level in (  # noqa: N815
+            PatternsLevel.Default, PatternsLevel.All)
         self.updateInplacePrioritiesForIpu = True  # noqa: N815
 
     def enablePattern(self, name: str, enabled: bool) -> Patterns:  # noqa: N802
-        self._enabled[name] = bool(enabled)
+        if name == "InPlace":
+            self.inplaceEnabled = bool(enabled)
+        else:
+            self._enabled[name] = bool(enabled)
         return self
 
     def isPatternEnabled(self, name: str) -> bool:  # noqa: N802
-        return self._enabled.get(name, self.level in (PatternsLevel.Default,
-                                                      PatternsLevel.All))
+        """Whether pattern ``name`` is on: as set by name, else as the level says."""
+        if name == "InPlace":
+            return self.inplaceEnabled
+        if name in self._enabled:
+            return self._enabled[name]
+        if self.level == PatternsLevel.Minimal:
+            return name in MANDATORY_PATTERNS
+        if self.level == PatternsLevel.Default:
+            return name not in OFF_BY_DEFAULT
+        return self.level == PatternsLevel.All
 
     def enableRuntimeAsserts(self, enabled: bool) -> Patterns:  # noqa: N802
         return self
@@ -94,7 +136,9 @@ class Patterns:
         return self.isPatternEnabled(name)
 
     def __setattr__(self, name: str, value: Any) -> None:
-        if name[0].isupper():
+        if name == "InPlace":
+            object.__setattr__(self, "inplaceEnabled", bool(value))
+        elif name[0].isupper():
             self._enabled[name] = bool(value)
         else:
             object.__setattr__(self, name, value)

@@ -17,7 +17,9 @@ the ``Pipeline`` transform):
 * there are enough batches to fill the pipeline: ``accumulationFactor`` (with gradient
   accumulation) or ``batchesPerStep`` at least the number of stages (consecutive stages
   on one IPU merge; training adds a backward stage for every forward stage but the last);
-* ``createImplicitPipeliningFwdOnlyProgram`` needs implicit pipelining and accumulation.
+* ``createImplicitPipeliningFwdOnlyProgram`` needs implicit pipelining and accumulation;
+* each op of a graph that ``ai.graphcore.Call`` runs has the calling op's virtual graph
+  (a stage runs on one IPU, so a graph called from two stages must be two graphs).
 """
 
 from __future__ import annotations
@@ -42,10 +44,11 @@ class _Node:
     vgraph: int | None
 
 
-def _nodes(model: Any) -> list[_Node]:
-    """The model's ops (``Constant`` nodes are tensors in PopART's Ir, not ops)."""
+def _nodes(graph: Any, with_inputs: bool = False) -> list[_Node]:
+    """The ops of ``graph`` (an ONNX ``GraphProto``; ``Constant`` nodes are tensors in
+    PopART's Ir, not ops), named with their inputs too with ``with_inputs``."""
     nodes = []
-    for node in model.graph.node:
+    for node in graph.node:
         if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
             continue
         attributes = {a.name: a.i for a in node.attribute
@@ -53,10 +56,37 @@ def _nodes(model: Any) -> list[_Node]:
         domain = node.domain or "ai.onnx"
         label = f"{node.name} ({domain}.{node.op_type})" if node.name else \
             f"{domain}.{node.op_type}"
-        nodes.append(_Node(f"Op({label}, outputs=[{', '.join(node.output)}])",
+        inputs = f"inputs=[{', '.join(node.input)}], " if with_inputs else ""
+        nodes.append(_Node(f"Op({label}, {inputs}outputs=[{', '.join(node.output)}])",
                            tuple(node.output), tuple(node.input),
                            attributes.get(PIPELINE_STAGE), attributes.get(VIRTUAL_GRAPH)))
     return nodes
+
+
+def _check_called_graphs(model: Any) -> None:
+    """Each op of a graph run by ``ai.graphcore.Call`` has the Call's virtual graph."""
+    for node in model.graph.node:
+        if node.op_type != "Call" or node.domain != "ai.graphcore":
+            continue
+        vgraph = next((a.i for a in node.attribute if a.name == VIRTUAL_GRAPH), None)
+        callee = next((a.g for a in node.attribute if a.name == "callee"), None)
+        if vgraph is None or callee is None:
+            continue
+        for op in _nodes(callee, with_inputs=True):
+            if op.vgraph is None:
+                raise popart_exception(
+                    f'Op {op.name} in subgraph "{callee.name}" does not have a virtual '
+                    "graph id. When pipelining, subgraph ops must have a virtual graph id "
+                    f"set. Build the subgraph's ops inside builder.virtualGraph({vgraph}), "
+                    "the calling op's.")
+            if op.vgraph != vgraph:
+                raise popart_exception(
+                    f"The virtual graph id ({op.vgraph}) for Op {op.name} in subgraph "
+                    f'"{callee.name}" does not match the virtual graph id ({vgraph}) of the '
+                    "calling op. When pipelining, subgraph ops must have a virtual graph id "
+                    "matching the calling op. If you are trying to call the same subgraph "
+                    "from different pipeline stages, you will need to create a separate "
+                    "subgraph for each virtual graph.")
 
 
 def _option(options: Any, name: str, default: Any) -> Any:
@@ -72,7 +102,8 @@ def check_pipelining(model: Any, options: Any, batches_per_step: int, training: 
         _check_forward_only_program(options, pipelining, explicit)
     if not pipelining:
         return
-    nodes = _nodes(model)
+    _check_called_graphs(model)
+    nodes = _nodes(model.graph)
     mode = str(_option(options, "virtualGraphMode", "Off"))
     vgraphs = {n.vgraph for n in nodes if n.vgraph is not None}
     if mode == "Auto" and not vgraphs:

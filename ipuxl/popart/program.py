@@ -51,6 +51,7 @@ from ipuxl.popart.gradient_anchors import (
     anchored_gradients,
     check_accumulator_anchors,
     constants_with_gradients,
+    loss_depends_on,
 )
 from ipuxl.popart.losses import (
     IdentityLoss,
@@ -265,12 +266,18 @@ def _build_training(program: Program, dataflow: Any, arrays: dict[str, np.ndarra
     scalar_anchors = [a for a in dataflow.anchors() if a in scalars]
     updated_anchors = {a: w for a in dataflow.anchors()
                        if (w := updated_weight(a, program.weights, plan.accumulation))}
+    # An anchored weight is stored after its update, as PopART copies it to the host
+    # after its VarUpdate op.
+    weight_anchors = [a for a in dataflow.anchors() if a in program.weights]
     forward_anchors = [a for a in dataflow.anchors()
                        if a not in gradient_anchors and a not in accum_anchors
-                       and a not in scalars and a not in updated_anchors]
+                       and a not in scalars and a not in updated_anchors
+                       and a not in weight_anchors]
     check_accumulator_anchors(accum_anchors, program)
     from ipuxl.onnx.ops.nn_norm import running_statistics
-    copied = running_statistics(model.graph, list(program.weights))
+    from ipuxl.popart.variable_copies import copy_var_updates
+    copied = {**running_statistics(model.graph, list(program.weights)),
+              **copy_var_updates(model.graph, list(program.weights))}
     graph, constants = constants_with_gradients(model.graph, gradient_anchors, program.source,
                                                  opsets_of(model))
     weight_inputs: dict[str, Any] = {}
@@ -278,6 +285,9 @@ def _build_training(program: Program, dataflow: Any, arrays: dict[str, np.ndarra
     constant_inputs: dict[str, Any] = {}
     named: dict[str, Any] = {}  # every tensor of the forward graph, by ONNX name
     extra: list[str] = []  # the non-weights whose gradients are anchored
+    # Weights the loss does not depend on (a Detach cuts the path): PopART makes no
+    # gradient for them, so no VarUpdate, and they keep their values (no weight decay).
+    frozen: set[str] = set()
     loss_id = loss if loss is not None else "__ipuxl_loss__"
 
     def forward() -> None:
@@ -312,6 +322,8 @@ def _build_training(program: Program, dataflow: Any, arrays: dict[str, np.ndarra
         if value.nelms != 1:  # PopART's whole message (its tests compare the ending)
             raise popart_exception(f"Loss tensor, '{loss_id}', must be a scalar tensor")
         extra.extend(anchored_gradients(gradient_anchors, named, value, program.weights))
+        reached = loss_depends_on(value)
+        frozen.update(n for n, t in weight_inputs.items() if t not in reached)
         ipuxl.graph_output(value)
         for anchor in forward_anchors:
             ipuxl.graph_output(importer.tensor(anchor, _lookup(env, anchor)))
@@ -388,7 +400,7 @@ def _build_training(program: Program, dataflow: Any, arrays: dict[str, np.ndarra
             reduced[name] = grad
         reduced = optimizer.clip_gradients(reduced)  # clip_norm_settings: all weights at once
         for name in program.weights:
-            if name in copied:
+            if name in copied or name in frozen:
                 continue
             state = {prefix: made[prefix + name] for prefix, _ in optimizer.state(name)}
             optimizer.update(made[name], reduced[name], state, hyper_for(made, name))
@@ -439,11 +451,15 @@ def _build_training(program: Program, dataflow: Any, arrays: dict[str, np.ndarra
                 ops.var_updates.copy_var_update_(made[name], fwd_info.outputs[index])
             for anchor, weight in updated_anchors.items():
                 _store_anchor(program, anchor, made[weight] + 0.0)
+            for anchor in weight_anchors:
+                _store_anchor(program, anchor, made[anchor] + 0.0)
         else:
             for name in program.weights:
                 accum = made["Accum___" + name]
                 ops.var_updates.copy_var_update_(accum, accum + grads[name])
             for anchor in accum_anchors:  # the sum so far, micro-batch by micro-batch
+                _store_anchor(program, anchor, made[anchor] + 0.0)
+            for anchor in weight_anchors:  # updated after the last micro-batch
                 _store_anchor(program, anchor, made[anchor] + 0.0)
 
     if plan.accumulation == 1:

@@ -41,6 +41,7 @@ from ipuxl.popart.arguments import output_array
 from ipuxl.popart.dataflow import AnchorReturnTypeId, DataFlow
 from ipuxl.popart.device_info import DeviceConnectionType, DeviceInfo
 from ipuxl.popart.errors import popart_exception, popart_runtime_error
+from ipuxl.popart.pattern_requirements import check_pattern_requirements
 from ipuxl.popart.program import Program, build_program
 from ipuxl.popart.session_checks import check_engine_options, check_step_inputs
 from ipuxl.popart.session_cycles import SessionCycles
@@ -118,6 +119,10 @@ class _Session(SessionRandomness, SessionCycles):
             if self._session is None:
                 device = self.deviceInfo
                 check_engine_options(self.options)
+                if not self._from_ir:
+                    check_pattern_requirements(
+                        self._program.model, self.patterns, weights=self._program.weights,
+                        anchors=self.dataFlow.anchors(), training=self._training)
                 _dump_ir(self._program.ir)
                 self._session = _compile(self._program, device)
                 self._session.__enter__()
@@ -172,7 +177,7 @@ class _Session(SessionRandomness, SessionCycles):
         if format is not IrSerializationFormat.JSON:
             raise TypeError(f"_serializeIr: format must be popart.IrSerializationFormat.JSON, "
                             f"got {format!r}.")
-        return serialize_ir(self._program, self.options)
+        return serialize_ir(self._program, self.options, self.patterns)
 
     def getIr(self) -> Any:  # noqa: N802
         """The ipuxl Ir the session runs (prints with ``print``)."""

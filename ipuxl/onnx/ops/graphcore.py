@@ -26,6 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ipuxl.onnx.ops.nn_rnn import lstm_layer, recurrent_activations, sequence_lengths
 from ipuxl.onnx.registry import onnx_converter, onnx_op
 
 __all__ = ["converter_types", "reduce_loss"]
@@ -228,31 +229,21 @@ def lstm(x: Any, weights: Any, biases: Any, initial_state: Any = None,
     """PopART's own LSTM (poplibs' cell): ``x`` is ``[seq, batch, input]``, ``weights``
     ``[4, input + hidden, hidden]`` and ``biases`` ``[4, hidden]`` in poplibs' gate order
     (forget, input, candidate, output), ``initial_state`` ``[2, batch, hidden]`` (output,
-    cell). Returns the outputs (``[seq, batch, hidden]``, or the last one with
-    ``output_full_sequence=0``) and the final cell state."""
-    from jax import lax
+    cell), ``seq_lens`` ``[batch]`` (the state holds and the output is zero past each
+    sequence's end). Returns the outputs (``[seq, batch, hidden]``, or the last one with
+    ``output_full_sequence=0``) and the final cell state.
 
+    It runs :func:`ipuxl.onnx.ops.nn_rnn.lstm_layer`, as ONNX's LSTM does: the same
+    weights in the two layouts give the same bits."""
     hidden = weights.shape[-1]
-    batch = x.shape[1]
     if initial_state is None:
-        h0 = jnp.zeros((batch, hidden), x.dtype)
-        c0 = jnp.zeros((batch, hidden), x.dtype)
+        zeros = jnp.zeros((x.shape[1], hidden), x.dtype)
+        state = (zeros, zeros)
     else:
-        h0, c0 = initial_state[0], initial_state[1]
-    act = {"Tanh": jnp.tanh, "Sigmoid": jax.nn.sigmoid, "Relu": jax.nn.relu}
-    gate, cell_act = act[recurrent_activation], act[activation]
-
-    def step(carry: tuple[Any, Any], xt: Any) -> tuple[tuple[Any, Any], Any]:
-        h, c = carry
-        joined = jnp.concatenate([xt, h], axis=-1)
-        pre = jnp.einsum("bi,gih->gbh", joined, weights,
-                         precision=lax.Precision.HIGHEST) + biases[:, None, :]
-        forget, inp, candidate, out = gate(pre[0]), gate(pre[1]), cell_act(pre[2]), gate(pre[3])
-        c = forget * c + inp * candidate
-        h = out * cell_act(c)
-        return (h, c), h
-
-    (h, c), outputs = lax.scan(step, (h0, c0), x)
+        state = (initial_state[0], initial_state[1])
+    gate, cell = recurrent_activations(recurrent_activation, activation)
+    outputs, (h, c) = lstm_layer(x, weights, biases, state, sequence_lengths(x, seq_lens),
+                                 (gate, cell, cell))
     return (outputs if output_full_sequence else h), c
 
 
@@ -325,8 +316,32 @@ def dynamic_slice(x: Any, offset: Any, slice_input: Any = None, *, axes: tuple[i
 @onnx_op("DynamicUpdate", domain=GRAPHCORE, kind="copy")
 def dynamic_update(x: Any, offset: Any, update: Any, *, axes: tuple[int, ...],
                    sizes: tuple[int, ...], noOverlap: int = 0) -> Any:  # noqa: N803
-    return jax.lax.dynamic_update_slice(x, _as_window(x, update, axes, sizes),
-                                        _starts(x, offset, axes))
+    """``x`` with the window at ``offset`` replaced by ``update``. With ``noOverlap``
+    the program promises that no other update writes this window, and the gradient
+    relies on it as PopART's does: ``x``'s gradient is the output's gradient unchanged
+    (the window is not zeroed; where updates do overlap, their gradients add)."""
+    window, starts = _as_window(x, update, axes, sizes), _starts(x, offset, axes)
+    if noOverlap:
+        return _update_without_overlap(x, window, starts)
+    return jax.lax.dynamic_update_slice(x, window, starts)
+
+
+@jax.custom_vjp
+def _update_without_overlap(x: Any, window: Any, starts: list[Any]) -> Any:
+    return jax.lax.dynamic_update_slice(x, window, starts)
+
+
+def _update_without_overlap_forward(x: Any, window: Any, starts: list[Any]) -> tuple:
+    return jax.lax.dynamic_update_slice(x, window, starts), (starts, window.shape)
+
+
+def _update_without_overlap_backward(saved: tuple, grad: Any) -> tuple:
+    starts, shape = saved
+    return grad, jax.lax.dynamic_slice(grad, starts, shape), None
+
+
+_update_without_overlap.defvjp(_update_without_overlap_forward,
+                               _update_without_overlap_backward)
 
 
 @onnx_op("DynamicZero", domain=GRAPHCORE, kind="copy")

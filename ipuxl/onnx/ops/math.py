@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import jax
 import jax.numpy as jnp
 from jax import lax
 
@@ -190,10 +191,35 @@ def mod(a: Any, b: Any, *, fmod: int = 0) -> Any:
     return jnp.where(fix, rem + b, rem)
 
 
+@jax.custom_jvp
+def float_power(x: Any, y: Any) -> Any:
+    """``x ** y`` of two floats of one type, whose gradients are PopART's (its
+    ``PowArg0GradOp`` and ``PowArg1GradOp`` patterns, PyTorch's too) where the plain
+    formulas give NaN: ``d/dx = y * x ** (y - 1)``, but 0 where ``y`` is 0 (``0 ** -1``
+    would make it NaN at ``x = 0``); ``d/dy = x ** y * log(x)``, but 0 where ``x`` is 0
+    and ``y`` is neither negative nor NaN (``0 * log(0)``). For ``x = 0`` and ``y < 0`` it
+    stays ``inf * -inf = -inf``."""
+    return jnp.power(x, y)
+
+
+@float_power.defjvp
+def _float_power_jvp(primals: tuple[Any, Any], tangents: tuple[Any, Any]) -> tuple:
+    (x, y), (dx, dy) = primals, tangents
+    out = jnp.power(x, y)
+    zero = jnp.zeros((), x.dtype)
+    by_base = jnp.where(y == zero, zero, y * jnp.power(x, y - jnp.ones((), y.dtype)))
+    flat = (x == zero) & ~((y < zero) | jnp.isnan(y))
+    by_exponent = jnp.where(flat, zero, out * jnp.log(x))
+    return out, by_base * dx + by_exponent * dy
+
+
 @onnx_op("Pow", since=(1, 7, 12, 13, 15))
 def pow_(x: Any, y: Any, *, broadcast: int = 0, axis: int | None = None) -> Any:
-    """``x ** y`` in ``x``'s type (``y`` may be of another type since opset 12)."""
+    """``x ** y`` in ``x``'s type (``y`` may be of another type since opset 12); floats
+    differentiate as :func:`float_power` says."""
     x, y = _broadcast(x, _legacy(x, y, broadcast, axis))
+    if jnp.issubdtype(x.dtype, jnp.floating):
+        return float_power(x, y.astype(x.dtype))
     if _is_float(x):
         return jnp.power(x, y.astype(x.dtype))
     if _is_float(y):  # integer base, float exponent: computed in the float type

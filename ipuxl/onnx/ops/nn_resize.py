@@ -7,6 +7,14 @@ cubic, with antialias and exclude_outside) and edge clamping give; the op contra
 axis with it (a gather where every row picks one input element, so nearest resizing is
 exact for every dtype). ``tf_crop_and_resize`` positions outside the input take
 ``extrapolation_value``.
+
+Sizes from scales are ``floor(input size * scale)`` evaluated in float32, as PopART and
+ONNX Runtime evaluate them: a scale of 5/6 (0.8333333 in float32) resizes 6 to 5, where
+the exact product 4.9999998 would floor to 4. PopART's own nearest mode ``pytorch``
+(input index ``floor(output index / scale)``) is accepted in every version; Resize-10
+also reads Resize-11's ``nearest_mode`` and ``coordinate_transformation_mode``, as
+PopART's does (see :func:`resize_10`). Resize-11 and later refuse both ``scales`` and
+``sizes`` given with data, or neither, with PopART's message (ONNX forbids both).
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from ipuxl.onnx.ops.popart_checks import refuse
 from ipuxl.onnx.registry import onnx_op
 
 
@@ -170,7 +179,8 @@ def _resize(x: Any, roi: np.ndarray | None, scales: np.ndarray | None,
         factors = [1.0] * rank
         for i, a in enumerate(axes):
             factors[a] = float(scales[i])
-        out = [int(np.floor(factors[i] * x.shape[i])) for i in range(rank)]
+        out = [int(np.floor(np.float32(factors[i]) * np.float32(x.shape[i])))
+               for i in range(rank)]
     else:
         raise ValueError("Resize needs scales or sizes.")
     if mode == "nearest" and nearest_mode == "pytorch":
@@ -206,12 +216,41 @@ def _resize(x: Any, roi: np.ndarray | None, scales: np.ndarray | None,
 
 
 @onnx_op("Resize", since=10, static=(1,), kind="resize")
-def resize_10(x: Any, scales: np.ndarray, *, mode: str = "nearest") -> Any:
-    return _resize(x, None, scales, None, mode=mode, transform="asymmetric",
-                   nearest_mode="floor")
+def resize_10(x: Any, scales: np.ndarray, *, mode: str = "nearest",
+              nearest_mode: str | None = None,
+              coordinate_transformation_mode: str | None = None) -> Any:
+    """ONNX's Resize-10: asymmetric coordinates, the nearest input index being
+    ``floor(output index / scale)``. PopART's Resize-10 also reads Resize-11's
+    ``nearest_mode`` (default ``pytorch``, that same floor) and
+    ``coordinate_transformation_mode`` (default ``half_pixel``): with either attribute
+    written, the node resizes as PopART's does."""
+    if nearest_mode is None and coordinate_transformation_mode is None:
+        return _resize(x, None, scales, None, mode=mode, transform="asymmetric",
+                       nearest_mode="floor")
+    return _resize(x, None, scales, None, mode=mode,
+                   transform=coordinate_transformation_mode or "half_pixel",
+                   nearest_mode=nearest_mode or "pytorch")
 
 
-@onnx_op("Resize", since=(11, 13), static=(1, 2, 3), kind="resize")
+def _scales_or_sizes_check(names: list[str], values: list[Any], attrs: dict[str, Any]
+                           ) -> None:
+    """Resize-11 and later: of ``scales`` and ``sizes``, when both inputs are given,
+    exactly one holds data (PopART's words)."""
+    if len(values) < 4 or values[2] is None or values[3] is None:
+        return
+    scales, sizes = (int(np.prod(v.shape)) for v in values[2:4])
+    if scales and sizes:
+        refuse("Resize op has inputs for `sizes` and `scales`. Only one of these tensors "
+               "should be present. If `sizes` is needed, please pass an empty string as "
+               "the name of `scales` in the input list ( resize([X, roi, '', sizes]) ). If "
+               "the proto is not generated from the PopART Builder, please confirm that "
+               "only one of the two tensors shall have data.")
+    if not scales and not sizes:
+        refuse("Resize op has  inputs for `sizes` and `scales`,but none of them have data.")
+
+
+@onnx_op("Resize", since=(11, 13), static=(1, 2, 3), kind="resize",
+         check=_scales_or_sizes_check)
 def resize_11(x: Any, roi: np.ndarray | None = None, scales: np.ndarray | None = None,
               sizes: np.ndarray | None = None, *,
               coordinate_transformation_mode: str = "half_pixel",
@@ -224,7 +263,8 @@ def resize_11(x: Any, roi: np.ndarray | None = None, scales: np.ndarray | None =
                    extrapolation_value=extrapolation_value)
 
 
-@onnx_op("Resize", since=(18, 19), static=(1, 2, 3), kind="resize")
+@onnx_op("Resize", since=(18, 19), static=(1, 2, 3), kind="resize",
+         check=_scales_or_sizes_check)
 def resize(x: Any, roi: np.ndarray | None = None, scales: np.ndarray | None = None,
            sizes: np.ndarray | None = None, *, antialias: int = 0,
            axes: Sequence[int] | None = None,

@@ -18,7 +18,10 @@ Two kinds of error:
   type and inputs.
 
 A PopART session also refuses some valid ONNX that its ops cannot build
-(:func:`session_check`: ``Clip`` with bounds known only when the model runs), gives its
+(:func:`session_check`: ``Clip`` with bounds known only when the model runs,
+``AveragePool`` counting the padding, ``MaxPool`` with dilations, opset 6's ``Sum``/
+``Mean``/``Max``/``Min`` of inputs that differ), checks its own ``ai.graphcore`` ops
+(``Reverse``'s dimensions, ``Nll``'s label shape), gives its
 own words where ipuxl's would differ (``Transpose``'s ``perm`` of the wrong length,
 ``ai.graphcore.ReduceMedian``'s axes out of range), and asks
 for a value its IR needs at build time in its own words (:func:`needed_value_message`).
@@ -263,12 +266,108 @@ def _batch_norm_rank_check(node: Any, version: int, values: list[Any]) -> None:
         refuse(f"batch norm requires X to have a rank >= 3.  x has rank {rank}")
 
 
+def _tensor_info(value: Any) -> str:
+    """PopART's text of a tensor's type and shape: ``FLOAT   [2 4 3]`` (the type padded to
+    eight characters)."""
+    from onnx import TensorProto, helper
+
+    name = _type_name(value)
+    if name is None:
+        code = helper.np_dtype_to_tensor_dtype(np.asarray(value).dtype)
+        name = str(TensorProto.DataType.Name(code))
+    return f"{name:<8}{_dims(_shape(value), ' ')}"
+
+
+def _op_text(node: Any, version: int) -> str:
+    """How PopART names an op it is building: its name and identifier."""
+    opid = popart_opid(node.domain, node.op_type, version)
+    return f"{node.name} ({opid})" if node.name else opid
+
+
+def _average_pool_pad_check(node: Any, version: int, values: list[Any]) -> None:
+    """AveragePool: PopART's pooling leaves the padding out of each window's count, so
+    it refuses ``count_include_pad=1`` (valid ONNX)."""
+    for attribute in node.attribute:
+        if attribute.name == "count_include_pad" and attribute.i:
+            refuse("`count_include_pad` is not supported by PopART's AveragePool (node "
+                   f"{_op_text(node, version)} sets it to {attribute.i}): pad the input with "
+                   "Pad and pool without padding instead.")
+
+
+def _max_pool_dilations_check(node: Any, version: int, values: list[Any]) -> None:
+    """MaxPool from opset 10: PopART's pooling has no dilated windows."""
+    dilations = _node_ints(node, "dilations") or []
+    if version >= 10 and any(d != 1 for d in dilations):
+        refuse(f"MaxPool has dilations {_dims(dilations, ' ')}. Dilations of value other "
+               f"than 1 are currently not supported. Node {_op_text(node, version)}: remove "
+               "the dilations attribute or set them all to 1.")
+
+
+def _variadic_same_inputs_check(node: Any, version: int, values: list[Any]) -> None:
+    """Sum, Mean, Max and Min of opset 6 (before NumPy broadcasting): every input has the
+    type and shape of the first, as PopART checks."""
+    infos = [_tensor_info(v) for v in values if v is not None]
+    if version == 6 and any(info != infos[0] for info in infos[1:]):
+        refuse(f"Inputs to {popart_opid(node.domain, node.op_type, version)} do not all the "
+               f"same type & shape, with opid.version = 6 (inputs {', '.join(infos)}): "
+               "give inputs of one type and shape, or import with opset 8 or later, which "
+               "broadcasts.")
+
+
+def _reverse_dimensions_check(node: Any, version: int, values: list[Any]) -> None:
+    """ai.graphcore's Reverse: each dimension counted from 0, below the rank, and once."""
+    rank, seen = len(_shape(values[0])), set()
+    op = _op_text(node, version)
+    for dimension in _node_ints(node, "dimensions") or ():
+        if dimension < 0:
+            refuse(f"ReverseOp '{op}' invalid dimension '{dimension}'. Only positive "
+                   f"dimensions are supported: count it from the front ({dimension + rank}).")
+        if dimension >= rank:
+            refuse(f"ReverseOp '{op}' invalid dimension '{dimension}' for input tensor of "
+                   f"rank {rank}. Give dimensions below {rank}.")
+        if dimension in seen:
+            refuse(f"Dimension {dimension} appears multiple times in the list of dimensions "
+                   f"of ReverseOp '{op}'. Give each dimension once.")
+        seen.add(dimension)
+
+
+def _nll_label_shape_check(node: Any, version: int, values: list[Any]) -> None:
+    """ai.graphcore's Nll: one label for each row of probabilities, that is the labels
+    have the probabilities' shape without its last (class) axis."""
+    probabilities, labels = _shape(values[0]), _shape(values[1])
+    op = _op_text(node, version)
+    if not probabilities:
+        refuse(f"Invalid shape for prob tensor ({_tensor_info(values[0])}) in Op {op}. The "
+               "probabilities need a class axis.")
+    if labels != probabilities[:-1]:
+        refuse(f"The label tensor ({_tensor_info(values[1])}) must have shape "
+               f"{_dims(probabilities[:-1], ' ')} to match all but the final dimension of "
+               f"the probabilities tensor ({_tensor_info(values[0])}) in Op {op}. ")
+
+
 # (domain, operator) -> the check a PopART session makes before building the node.
+def _recurrent_check(node: Any, version: int, values: list[Any]) -> None:
+    """PopART's RNN/LSTM attribute checks (:mod:`ipuxl.onnx.ops.nn_rnn`, imported here,
+    when a session meets one)."""
+    from ipuxl.onnx.ops.nn_rnn import lstm_session_check, rnn_session_check
+
+    check = lstm_session_check if node.op_type == "LSTM" else rnn_session_check
+    check(node, version, values)
+
+
 _SESSION_CHECKS: dict[tuple[str, str], Callable[[Any, int, list[Any]], None]] = {
+    ("ai.onnx", "RNN"): _recurrent_check,
+    ("ai.onnx", "LSTM"): _recurrent_check,
     ("ai.onnx", "Clip"): _clip_bounds_check,
     ("ai.onnx", "Transpose"): _transpose_rank_check,
     ("ai.graphcore", "ReduceMedian"): _reduce_median_axes_check,
-    ("ai.onnx", "BatchNormalization"): _batch_norm_rank_check}
+    ("ai.onnx", "BatchNormalization"): _batch_norm_rank_check,
+    ("ai.onnx", "AveragePool"): _average_pool_pad_check,
+    ("ai.onnx", "MaxPool"): _max_pool_dilations_check,
+    **{("ai.onnx", variadic): _variadic_same_inputs_check
+       for variadic in ("Sum", "Mean", "Max", "Min")},
+    ("ai.graphcore", "Reverse"): _reverse_dimensions_check,
+    ("ai.graphcore", "Nll"): _nll_label_shape_check}
 
 
 def session_output_types(node: Any, outputs: list[Any]) -> list[Any]:

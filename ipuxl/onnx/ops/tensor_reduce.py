@@ -4,10 +4,12 @@ ReduceSumSquare, ArgMax, ArgMin, TopK, Softmax, LogSoftmax, Hardmax, CumSum and 
 (part of the tensor family, see :mod:`ipuxl.onnx.ops.tensor`).
 
 Reductions take their axes as an attribute (older versions) or as a static input; no
-axes reduce every axis, unless ``noop_with_empty_axes`` makes that the identity (an
-``axes`` attribute written empty is the identity too, as PopART reads it). A
-reduction over an empty set gives the operation's identity (0, 1, -inf...). Results keep
-the input's dtype.
+axes reduce every axis, unless ``noop_with_empty_axes`` makes them reduce no axis (an
+``axes`` attribute written empty reduces none too, as PopART reads it). Reducing no axis
+still applies the reduction's elementwise part, as ONNX's reference does: ReduceLogSum
+gives ``log(x)``, ReduceSumSquare ``x * x``, ReduceL1 ``|x|``; ReduceSum, ReduceMean,
+ReduceMax... give ``x``. A reduction over an empty set gives the operation's identity
+(0, 1, -inf...). Results keep the input's dtype.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import numpy as np
 from jax import lax
 
 from ipuxl.onnx.ops.popart_checks import axes_check, axis_check
-from ipuxl.onnx.ops.tensor import fresh, norm_axes, norm_axis
+from ipuxl.onnx.ops.tensor import norm_axes, norm_axis
 from ipuxl.onnx.registry import onnx_op
 
 __all__ = ["REDUCERS"]
@@ -115,7 +117,7 @@ def reduce(op_type: str, data: Any, axes: Any, keepdims: int, noop_with_empty_ax
     or none with ``noop_with_empty_axes``)."""
     given = () if axes is None else tuple(np.asarray(axes).reshape(-1))
     if not given and noop_with_empty_axes:
-        return fresh(data)
+        return REDUCERS[op_type](data, ())
     chosen = norm_axes(given, data.ndim) if given else tuple(range(data.ndim))
     out = REDUCERS[op_type](data, chosen)
     if not keepdims:
