@@ -272,6 +272,7 @@ class SessionCompile:
         constant_perms = [program.layouts.get(c) for c in program.arg_constants]
 
         def one_replica(stored: tuple, constants: tuple, inputs: tuple) -> tuple:
+            storage_layout.begin_trace()
             state = tuple(storage_layout.in_program(value, perm)
                           for value, perm in zip(stored, perms))
             constants = tuple(storage_layout.in_program(value, perm)

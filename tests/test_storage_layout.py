@@ -207,3 +207,42 @@ def test_a_large_transpose_is_copied_in_blocks():
     stored = storage_layout.to_device(matrix, (1, 0))
     assert stored.flags.c_contiguous
     np.testing.assert_array_equal(stored, matrix.T)
+
+
+def test_a_stored_weight_is_multiplied_rows_first():
+    """A weight stored ``[N, K]`` and read by few rows is multiplied as ``(W @ x^T)^T``
+    (XLA:CPU's faster orientation), with the product of ``x @ w``; a weight not stored
+    so, or read by more rows, is left to the usual product."""
+    import jax
+
+    stored = RNG.standard_normal((6, 3)).astype(np.float32)  # [N, K] of a [3, 6] weight
+    few = RNG.standard_normal((2, 4, 3)).astype(np.float32)
+    many = RNG.standard_normal((storage_layout.DENSE_MAX_ROWS + 1, 3)).astype(np.float32)
+
+    def products(weight_nk, x_few, x_many):
+        storage_layout.begin_trace()
+        weight = storage_layout.in_program(weight_nk, (1, 0))
+        assert storage_layout.rows_first(weight) is weight_nk
+        assert storage_layout.rows_first(weight + 0) is None  # not the stored view
+        assert storage_layout.few_rows_product(x_many, weight, np.float32) is None
+        return storage_layout.few_rows_product(x_few, weight, np.float32)
+
+    text = jax.jit(products).lower(stored, few, many).as_text()
+    assert "optimization_barrier" in text
+    result = jax.jit(products)(stored, few, many)
+    np.testing.assert_allclose(result, few @ stored.T, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("layouts", ["1", "0"])
+def test_a_session_multiplies_its_stored_weights_rows_first(monkeypatch, layouts):
+    import jax
+
+    monkeypatch.setenv("IPUXL_STORAGE_LAYOUTS", layouts)
+    ir, x_stream, y_stream, w, b = dense_program()
+    session = popxl.Session(ir, "cpu")
+    flat_step, specs, _ = session._flat_step()
+    text = jax.jit(flat_step).lower(*specs).as_text()
+    assert ("optimization_barrier" in text) == (layouts == "1")
+    with session:
+        y = session.run({x_stream: X})[y_stream]
+    np.testing.assert_allclose(y, X @ W + B, rtol=1e-5, atol=1e-6)

@@ -81,6 +81,10 @@ def _matmul_rule(lhs: Tensor, rhs: Tensor, *, output_type: dtypes.dtype | None,
 
 def _matmul(x: Any, y: Any, *, output_type: dtypes.dtype | None, partials_type: Any) -> Any:
     out = (output_type or dtypes.dtype.as_dtype(x.dtype)).jax_dtype
+    if x.ndim >= 2 and y.ndim == 2:
+        fast = storage_layout.few_rows_product(x, y, out)
+        if fast is not None:  # a weight stored [N, K] (ipuxl.storage_layout)
+            return fast
     y = y.astype(x.dtype)
     if x.ndim >= 2 and y.ndim == 2:
         # A plain dot_general keeps XLA's fastest path for the common dense layer.

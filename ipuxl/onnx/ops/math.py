@@ -308,5 +308,11 @@ def relu(x: Any, *, consumed_inputs: Any = None) -> Any:
 @onnx_op("MatMul", since=(1, 9, 13), kind="matmul", check=matmul_check,
          operand_layouts=storage_layout.dense_weight(1))
 def matmul(a: Any, b: Any) -> Any:
-    """NumPy's matmul (1-D operands, batch broadcasting), in the operands' type."""
+    """NumPy's matmul (1-D operands, batch broadcasting), in the operands' type (a
+    weight stored ``[N, K]`` multiplied as :func:`~ipuxl.storage_layout.few_rows_product`
+    says)."""
+    if b.ndim == 2 and a.ndim >= 2 and b.dtype == a.dtype:
+        fast = storage_layout.few_rows_product(a, b, a.dtype)
+        if fast is not None:
+            return fast
     return jnp.matmul(a, b, preferred_element_type=a.dtype)

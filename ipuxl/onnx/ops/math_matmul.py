@@ -30,8 +30,10 @@ def gemm(a: Any, b: Any, c: Any = None, *, alpha: float = 1.0, beta: float = 1.0
     """``alpha * A' @ B' + beta * C`` in the operands' type (``broadcast`` of opsets 1
     and 6 is NumPy broadcasting of ``C``)."""
     a = a.T if transA else a
-    b = b.T if transB else b
-    y = jnp.matmul(a, b, preferred_element_type=a.dtype)
+    y = storage_layout.rows_first_product(a, b, a.dtype) if transB and b.dtype == a.dtype \
+        else storage_layout.few_rows_product(a, b, a.dtype) if b.dtype == a.dtype else None
+    if y is None:  # not a large weight read by few rows (ipuxl.storage_layout)
+        y = jnp.matmul(a, b.T if transB else b, preferred_element_type=a.dtype)
     if alpha != 1.0:
         y = y * jnp.asarray(alpha, y.dtype)
     if c is not None and beta != 0.0:
