@@ -181,6 +181,21 @@ def test_a_cast_to_an_integer_stops_gradients():
                                deviceInfo=popart.DeviceManager().createCpuDevice())
 
 
+@pytest.mark.parametrize("dtype", ["INT8", "UINT16", "INT32"])
+def test_a_cast_from_an_integer_makes_no_gradient(dtype):
+    """PopART's Cast makes a gradient op only for a floating-point input: an integer
+    input cast to float has no gradient to anchor."""
+    builder = popart.Builder()
+    x = builder.addInputTensor(popart.TensorInfo(dtype, [3]), "x")
+    as_float = builder.aiOnnx.cast([x], "FLOAT")
+    loss = builder.aiGraphcore.identityloss([as_float])
+    flow = popart.DataFlow(1, {"Gradient___x": popart.AnchorReturnType("All")})
+    with pytest.raises(popart.popart_exception, match=r"^Anchor tensor `Gradient___x' not in "
+                                                      r"Ir Tensors\. .*a Cast of an integer"):
+        popart.TrainingSession(builder.getModelProto(), flow, loss, popart.ConstSGD(0.1),
+                               deviceInfo=popart.DeviceManager().createCpuDevice())
+
+
 def test_abs_gradient_is_zero_at_zero():
     """ONNX ``Abs`` differentiates as PopART's AbsGrad: ``sign(x)``, 0 at 0."""
     builder = popart.Builder()

@@ -91,7 +91,7 @@ def anchored_gradients(anchors: Sequence[str], named: Mapping[str, Any], loss: A
         elif not tensor.dtype.is_floating_point:
             why = (f"`{name}' IS in tensors, but it is {tensor.dtype.name} and the loss is "
                    "not computed from it through integer ops: integer tensors have "
-                   "gradients only there")
+                   "gradients only there (a Cast of an integer makes none)")
         else:
             why = (f"Interestingly, `{name}' IS in tensors. Not all tensors can have their "
                    "gradients anchored: it does not lead to the loss, so its gradient is zero "
@@ -107,10 +107,13 @@ def loss_depends_on(loss: Any) -> set[Any]:
     :func:`ipuxl.transforms.autodiff.autodiff_with_integer_gradients` gives them: the loss
     and the floating-point and integer tensors it is computed from, except that an
     integer tensor's gradient reaches only the integer tensors it is computed from (a
-    cast from floating point to an integer stops gradients)."""
+    cast from floating point to an integer stops gradients), and that ``Cast`` makes no
+    gradient for an input that is not floating point (PopART's ``CastOp::getGradOps``)."""
     needed = {loss} if _has_gradients(loss) else set()
     for op in reversed(loss.graph.ops):
         reached = [t for t in op.outputs if t in needed]
+        if _onnx_op_type(op) == "ai.onnx.Cast" and not op.inputs[0].dtype.is_floating_point:
+            continue
         if reached and _onnx_op_type(op) != "ai.graphcore.Detach":
             from_float = any(t.dtype.is_floating_point for t in reached)
             needed.update(t for t in op.inputs if t.dtype.is_int or
