@@ -76,12 +76,15 @@ def dense_weight(index: int) -> Any:
     return layouts
 
 
-def conv_kernel(index: int) -> Any:
+def conv_kernel(index: int, keep: Any = None) -> Any:
     """An ``operand_layouts`` rule: input ``index`` is a convolution's ``[O, I, *spatial]``
     kernel, fastest stored ``[*spatial, I, O]`` (XLA:CPU's convolutions read HWIO and
-    otherwise transpose the kernel on every call)."""
+    otherwise transpose the kernel on every call), unless ``keep(op)`` says the op reads
+    it as it is (a pointwise convolution multiplied as a matrix)."""
 
     def layouts(op: Any) -> dict[int, Permutation]:
+        if keep is not None and keep(op):
+            return {}
         if index < len(op.inputs) and len(op.inputs[index].shape) >= 3:
             rank = len(op.inputs[index].shape)
             return {index: (*range(2, rank), 1, 0)}

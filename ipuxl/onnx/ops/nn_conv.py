@@ -15,6 +15,7 @@ import numpy as np
 from jax import lax
 
 from ipuxl import storage_layout
+from ipuxl.onnx.ops.conv_pointwise import is_pointwise, keeps_kernel, pointwise_conv
 from ipuxl.onnx.registry import onnx_op
 from ipuxl.tensor import TensorSpec
 
@@ -144,7 +145,7 @@ def _conv_types(tensors: Sequence[Any], slots: str | None, attrs: dict[str, Any]
 
 
 @onnx_op("Conv", since=_CONV_VERSIONS, kind="conv",
-         operand_layouts=storage_layout.conv_kernel(1), types=_conv_types)
+         operand_layouts=storage_layout.conv_kernel(1, keep=keeps_kernel), types=_conv_types)
 def conv(x: Any, w: Any, b: Any = None, *, auto_pad: str = "NOTSET",
          dilations: Sequence[int] | None = None, group: int = 1,
          kernel_shape: Sequence[int] | None = None, pads: Sequence[int] | None = None,
@@ -154,6 +155,8 @@ def conv(x: Any, w: Any, b: Any = None, *, auto_pad: str = "NOTSET",
                                            dilations=dilations, pads=pads,
                                            auto_pad=auto_pad, kernel_shape=kernel_shape)
     padding = spatial_pads(x.shape[2:], kernel, strides, dilations, pads, auto_pad)
+    if is_pointwise(kernel, strides, padding, group) and x.dtype == w.dtype:
+        return _bias(pointwise_conv(x, w), b)  # a matrix product (see conv_pointwise)
     y = _conv(x, w, strides=strides, padding=padding, dilations=dilations, group=group)
     return _bias(y, b)
 
@@ -169,6 +172,36 @@ def _transpose_weight(w: Any, group: int) -> Any:
     return jnp.flip(w, axis=tuple(range(2, 2 + len(k))))
 
 
+def split_output_shape_padding(total: int, auto_pad: str, reading: str) -> tuple[int, int]:
+    """``(begin, end)`` of the ``total`` padding that ConvTranspose's ``output_shape``
+    asks for on one axis, under ``reading``:
+
+    * ``"onnx"`` (the ONNX specification and reference): SAME_UPPER puts the larger half
+      at the end, SAME_LOWER at the begin.
+    * ``"popart"`` (PopART's ConvTranspose, after the older ONNX text): SAME_UPPER puts
+      the larger half at the begin; SAME_LOWER and NOTSET (whose ``pads`` are ignored)
+      at the end.
+
+    Example:
+        >>> split_output_shape_padding(3, "SAME_UPPER", "onnx")
+        (1, 2)
+        >>> split_output_shape_padding(3, "SAME_UPPER", "popart")
+        (2, 1)
+
+    Raises:
+        ValueError: ``reading`` is ``"popart"`` and ``auto_pad`` is ``VALID`` (PopART's
+            error).
+    """
+    small = total // 2
+    if reading == "popart":
+        if auto_pad == "VALID":
+            raise ValueError("`VALID` type for auto_pad cannot be used if the "
+                             "`output_shape` is also set. Leave auto_pad out, or drop "
+                             "output_shape.")
+        return (total - small, small) if auto_pad == "SAME_UPPER" else (small, total - small)
+    return (small, total - small) if auto_pad == "SAME_UPPER" else (total - small, small)
+
+
 @onnx_op("ConvTranspose", since=_CONV_VERSIONS, kind="conv")
 def conv_transpose(x: Any, w: Any, b: Any = None, *, auto_pad: str = "NOTSET",
                    dilations: Sequence[int] | None = None, group: int = 1,
@@ -176,7 +209,11 @@ def conv_transpose(x: Any, w: Any, b: Any = None, *, auto_pad: str = "NOTSET",
                    output_padding: Sequence[int] | None = None,
                    output_shape: Sequence[int] | None = None,
                    pads: Sequence[int] | None = None,
-                   strides: Sequence[int] | None = None) -> Any:
+                   strides: Sequence[int] | None = None,
+                   output_shape_pads: str = "onnx") -> Any:
+    """ONNX's ConvTranspose. ``output_shape_pads`` is how ``output_shape``'s padding is
+    split (:func:`split_output_shape_padding`): ``"popart"`` in a PopART session
+    (:mod:`ipuxl.onnx.session_keywords`)."""
     kernel = tuple(w.shape[2:])
     n = len(kernel)
     strides, dilations = window_attributes(x.ndim, kernel, strides=strides,
@@ -186,16 +223,13 @@ def conv_transpose(x: Any, w: Any, b: Any = None, *, auto_pad: str = "NOTSET",
     in_shape = x.shape[2:]
     full = [strides[i] * (in_shape[i] - 1) + out_pad[i] + (kernel[i] - 1) * dilations[i] + 1
             for i in range(n)]
-    if output_shape is not None:
-        output_shape = list(output_shape)[-n:]
-    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+    output_shape = (list(output_shape)[-n:] or None) if output_shape is not None else None
+    if auto_pad in ("SAME_UPPER", "SAME_LOWER") or (
+            output_shape is not None and output_shape_pads == "popart"):
         target = output_shape or [in_shape[i] * strides[i] for i in range(n)]
-        begin_end = []
-        for i in range(n):
-            total = full[i] - target[i]
-            small = total // 2
-            begin_end.append((small, total - small) if auto_pad == "SAME_UPPER"
-                             else (total - small, small))
+        begin_end = [split_output_shape_padding(full[i] - target[i], auto_pad,
+                                                output_shape_pads if output_shape else "onnx")
+                     for i in range(n)]
     else:
         begin_end = spatial_pads(in_shape, kernel, strides, dilations, pads, auto_pad)
         if output_shape is not None:  # the rest of the requested size: zeros at the end
