@@ -158,3 +158,63 @@ def test_dynamic_update_without_overlap_passes_the_whole_gradient_through():
         d_base, d_update = jax.grad(loss, argnums=(0, 1))(base, update, no_overlap)
         np.testing.assert_array_equal(d_base, np.float32(base_grad))
         np.testing.assert_array_equal(d_update, np.float32([6, 9]))
+
+
+def entry(kind, inputs, outputs, shape="[2 3]", **attributes):
+    return {"type": kind, "name": "",
+            "inputs": [{"name": n, "shape": shape, "type": "FLOAT", "index": str(i)}
+                       for i, n in enumerate(inputs)],
+            "outputs": [{"name": n, "index": str(i)} for i, n in enumerate(outputs)],
+            "attributes": {"recompute": "NO", "scope": "", "schedulePriority": "0",
+                           **attributes}}
+
+
+def test_recurring_expensive_ops_are_outlined():
+    from ipuxl.popart.ir_outlining import outline
+
+    ops = [entry("MatMul", ["a", "w"], ["b"]), entry("Relu", ["b"], ["c"]),
+           entry("MatMul", ["c", "w"], ["d"]), entry("Relu", ["d"], ["e"]),
+           entry("MatMul", ["e", "w"], ["f"], shape="[4 3]")]
+    graphs = outline(ops, popart.SessionOptions(), lstm_pattern=False)
+    assert [op["type"] for op in graphs["maingraph"]] == ["Call", "Relu", "Call", "Relu",
+                                                         "MatMul"]
+    assert graphs["call_subgraph(0)"] == [ops[0]]
+    call = graphs["maingraph"][2]
+    assert call["attributes"]["callee"] == "call_subgraph(0)"
+    assert [t["name"] for t in call["inputs"]] == ["c", "w"]
+    assert [t["name"] for t in call["outputs"]] == ["d"]
+
+
+def test_outlining_switches_and_onnx_lstm():
+    from ipuxl.popart.ir_outlining import outline
+
+    ops = [entry("LSTM", ["x"], ["y"]), entry("LSTM", ["y"], ["z"])]
+    assert list(outline(ops, None, lstm_pattern=False)) == ["maingraph"]
+    assert list(outline(ops, None, lstm_pattern=True)) == ["maingraph", "call_subgraph(0)"]
+    options = popart.SessionOptions()
+    options.enableOutlining = False
+    assert list(outline(ops, options, lstm_pattern=True)) == ["maingraph"]
+    options = popart.SessionOptions()
+    options.outlineThreshold = 5000.0
+    assert list(outline(ops, options, lstm_pattern=True)) == ["maingraph"]
+    different = [entry("RNN", ["x"], ["y"]), entry("RNN", ["y"], ["z"], __ipu_number="1")]
+    assert list(outline(different, None, lstm_pattern=False)) == ["maingraph"]
+    assert not pattern_enabled(None, "LSTMOp")
+
+
+def test_explicit_recomputation_clones_for_the_backward_readers():
+    from ipuxl.popart.ir_outlining import recompute_clones
+
+    forward = Step(entry("Tanh", ["x"], ["t"], recompute="YES"), ["x"], ["t"])
+    grad = Step(entry("TanhGrad", ["t", "g"], ["gx"]), ["t", "g"], ["gx"], forward=0,
+                backward=True)
+    seed = Step(entry("Scale", ["s"], ["g"]), ["s"], ["g"], backward=True)
+    options = popart.SessionOptions()
+    assert recompute_clones([forward, seed, grad], options) == [forward, seed, grad]
+    options.explicitRecomputation = True
+    steps = recompute_clones([forward, seed, grad], options)
+    assert [s.type for s in steps] == ["Tanh", "Scale", "Tanh", "TanhGrad"]
+    assert steps[2].outputs == ["t__re"] and steps[3].inputs == ["t__re", "g"]
+    assert [t["name"] for t in steps[3].entry["inputs"]] == ["t__re", "g"]
+    assert steps[0].entry["attributes"]["recompute"] == "NO"
+    assert steps[3].forward == 0

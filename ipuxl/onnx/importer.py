@@ -45,6 +45,7 @@ from ipuxl.onnx.ops.popart_checks import (
     session_output_types,
 )
 from ipuxl.onnx.registry import Rule, call_rule, canonical_domain, dtype_of, find_rule
+from ipuxl.onnx.session_keywords import keyword_arguments
 from ipuxl.onnx.structure import check_structure
 from ipuxl.onnx.tensors import dense_array, tensor_array
 from ipuxl.tensor import Tensor
@@ -325,6 +326,10 @@ class Importer:
             constant bounds) and a value needed at import is asked for in PopART's words
             (:func:`~ipuxl.onnx.ops.popart_checks.needed_value_message`). False (plain
             ONNX import) refuses nothing ONNX allows.
+        session: the keywords a PopART session gives the rules that name them
+            (:func:`~ipuxl.onnx.session_keywords.session_keywords`: Poplibs' strided
+            GroupNormalization groups, PopART's ConvTranspose padding); empty (plain ONNX
+            import) keeps ONNX's meaning.
     """
 
     opsets: dict[str, int]
@@ -338,6 +343,7 @@ class Importer:
     random: RandomDraws | None = None
     training: bool | None = None
     popart: bool = False
+    session: dict[str, Any] = field(default_factory=dict)
     _constants: dict[tuple[int, str, int], tuple[Any, Tensor]] = field(default_factory=dict)
     # The arrays the importer folded itself (by id, kept alive): read-only and nobody
     # else's, so a constant may hold them without a copy.
@@ -466,6 +472,8 @@ class Importer:
                 for name, value in zip(node.input, inputs)])
         if rule.takes_training and self.training is not None:
             attrs = {**attrs, "training": self.training}
+        if self.session:
+            attrs = {**attrs, **keyword_arguments(rule.fn, self.session)}
         slots, statics, dynamic = [], [], []
         for index, value in enumerate(inputs):
             if value is None:

@@ -32,7 +32,8 @@ verifies, differentiates (``jax.vjp`` of the function) and lowers like any other
   ``key`` keyword: a uint32 ``(2,)`` key, different for each node, micro-batch and
   replica (:func:`draw_key` makes the JAX key). A function with a ``training`` keyword
   gets whether the importer's PopART session trains (Dropout is the identity in
-  inference), and nothing (ONNX's own rule) outside sessions.
+  inference), and nothing (ONNX's own rule) outside sessions. Keywords a PopART session
+  gives (:mod:`ipuxl.onnx.session_keywords`) are not ONNX attributes.
 
 Operators that need the importer itself (``If``, ``Loop``, ``Scan`` import subgraphs)
 are declared with :func:`onnx_converter` instead.
@@ -49,6 +50,7 @@ import jax
 import numpy as np
 
 from ipuxl import dtypes
+from ipuxl.onnx.session_keywords import SESSION_KEYWORDS
 from ipuxl.op import OpDef
 from ipuxl.tensor import TensorSpec
 
@@ -127,6 +129,7 @@ def _keyword_names(fn: Callable[..., Any], random: bool) -> tuple[frozenset[str]
     names = {p.name for p in params if p.kind is p.KEYWORD_ONLY}
     if random:
         names -= _RANDOM_KEYWORDS
+    names -= SESSION_KEYWORDS  # given by a PopART session, never a node attribute
     # Split-18 has an ONNX attribute named num_outputs too: accepted (ONNX's checker
     # requires it to equal the node's output count, which is what the function receives).
     return frozenset(names), "num_outputs" in names

@@ -16,7 +16,9 @@ op annotated ``RecomputeType.Recompute``), ``__ipu_number``, ``__pipeline_stage`
 as ``RandomNormal``/``RandomUniform``, which PopART's patterns always make of them. The
 host transfers and loops ipuxl adds around them are not PopART ops and are not listed.
 The session's patterns then rewrite the list as PopART's would (:mod:`ipuxl.popart.
-ir_patterns`: ``Relu`` shown as ``ReluInplace``, a scalar ``IdentityLoss`` removed...).
+ir_patterns`: ``Relu`` shown as ``ReluInplace``, a scalar ``IdentityLoss`` removed...),
+after explicit recomputation's clones and before outlining moves recurring expensive ops
+into ``call_subgraph(N)`` graphs (:mod:`ipuxl.popart.ir_outlining`).
 
 A training program's SGD updates are listed after them as PopART decomposes them, one
 group per weight ``w`` (the tensors PopART names, which programs look for):
@@ -62,14 +64,16 @@ def serialize_ir(program: Any, options: Any = None, patterns: Any = None) -> str
     ``__ipu_number``, its annotation's or 0 (gradient ops: their forward op's). The ops
     are shown after the rewrites ``patterns`` (the session's ``popart.Patterns``; None:
     PopART's default level) enables, as :mod:`ipuxl.popart.ir_patterns` models them."""
-    from ipuxl.popart.ir_patterns import rewrite
+    from ipuxl.popart.ir_outlining import outline, recompute_clones
+    from ipuxl.popart.ir_patterns import pattern_enabled, rewrite
 
     placed = str(getattr(options, "virtualGraphMode", "Off")) != "Off"
     nodes = {out: node for node in program.model.graph.node for out in node.output if out}
     steps, kept = _steps(program, nodes, placed)
+    steps = recompute_clones(steps, options)
     ops = rewrite(steps, patterns, kept, _unmodifiable(program))
     ops.extend(_sgd_ops(program, placed))
-    return json.dumps({"maingraph": ops})
+    return json.dumps(outline(ops, options, pattern_enabled(patterns, "LSTMOp")))
 
 
 def _steps(program: Any, nodes: dict[str, Any], placed: bool) -> tuple[list[Any], set[str]]:

@@ -77,7 +77,9 @@ def pattern_enabled(patterns: Any, name: str) -> bool:
     """Whether ``patterns`` (a ``popart.Patterns``; None: PopART's default level) has
     ``name`` on (``InPlace`` is its ``inplaceEnabled`` switch)."""
     if patterns is None:
-        return True
+        from ipuxl.popart.patterns import OFF_BY_DEFAULT
+
+        return name not in OFF_BY_DEFAULT
     return bool(patterns.isPatternEnabled(name))
 
 

@@ -44,7 +44,9 @@ from ipuxl.onnx.importer import (
 from ipuxl.onnx.model_ir import initializer_arrays, is_weight
 from ipuxl.onnx.ops.popart_checks import unknown_input_shape_message
 from ipuxl.onnx.registry import dtype_of
+from ipuxl.onnx.session_keywords import session_keywords
 from ipuxl.popart import session_random as seeds
+from ipuxl.popart.conv_options_log import convolution_logger
 from ipuxl.popart.errors import popart_exception
 from ipuxl.popart.fn_model import load_fn_model, read_ids
 from ipuxl.popart.gradient_anchors import (
@@ -209,12 +211,13 @@ def build_program(fn_model: Any, dataflow: Any, *, input_shape_info: Any = None,
             _build_training(program, dataflow, arrays, loss, losses or (), optimizer, options,
                             state_values)
         else:
-            _build_inference(program, dataflow, arrays)
+            _build_inference(program, dataflow, arrays, options)
     return program
 
 
 # ---------------------------------------------------------------------------- inference
-def _build_inference(program: Program, dataflow: Any, arrays: dict[str, np.ndarray]) -> None:
+def _build_inference(program: Program, dataflow: Any, arrays: dict[str, np.ndarray],
+                     options: Any) -> None:
     import ipuxl
     from ipuxl import ops
 
@@ -223,7 +226,8 @@ def _build_inference(program: Program, dataflow: Any, arrays: dict[str, np.ndarr
     def body() -> None:
         env: dict[str, Any] = {n: a for n, a in arrays.items() if n not in program.weights}
         importer = Importer(opsets_of(model), source=program.source, training=False,
-                            popart=True)
+                            popart=True, session=session_keywords(options),
+                            on_node=convolution_logger(options, training=False))
         if program.random_seed is not None:
             seed = seeds.seed_input(program.random_seed, bindings)
             importer.random = RandomDraws(seeds.step_seed(seed))
@@ -293,7 +297,8 @@ def _build_training(program: Program, dataflow: Any, arrays: dict[str, np.ndarra
     def forward() -> None:
         env: dict[str, Any] = {n: a for n, a in arrays.items() if n not in program.weights}
         importer = Importer(opsets_of(model), source=program.source, training=True,
-                            popart=True)
+                            popart=True, session=session_keywords(options),
+                            on_node=convolution_logger(options, training=True))
         if program.random_seed is not None:  # fed the micro-batch's seed (step_seed)
             data_inputs[seeds.SEED_NAME] = seeds.seed_input(program.random_seed)
             importer.random = RandomDraws(data_inputs[seeds.SEED_NAME])

@@ -62,7 +62,9 @@ def gradient(ctx: Any) -> list[Any]:
     def forward(*inputs: Any) -> Any:
         env = dict(known)
         env.update(zip(order, inputs))
-        child = Importer(ctx.importer.opsets, dict(ctx.importer.known))
+        parent = ctx.importer  # the body imports as the graph around it does
+        child = Importer(parent.opsets, dict(parent.known), training=parent.training,
+                         popart=parent.popart, session=parent.session)
         for node in nodes:
             child.run_node(node, env)
         return child.tensor(target, env[target])

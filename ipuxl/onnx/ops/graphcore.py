@@ -193,15 +193,28 @@ def detach(x: Any) -> Any:
 # ------------------------------------------------------------------- shapes and norms
 @onnx_op("GroupNormalization", domain=GRAPHCORE, kind="norm")
 def group_normalization(x: Any, weight: Any, bias: Any, *, num_groups: int,
-                        epsilon: float = 1e-5) -> tuple[Any, Any, Any]:
+                        epsilon: float = 1e-5, strided_channel_groups: bool = False
+                        ) -> tuple[Any, Any, Any]:
     """``x`` is ``[N, C, ...]``; returns the result, and the mean and inverse standard
-    deviation of each (sample, group), shape ``[N * num_groups]``."""
+    deviation of each (sample, group), shape ``[N * num_groups]`` (sample-major).
+
+    Group ``g`` holds channels ``g * C/G .. (g + 1) * C/G - 1``, or with
+    ``strided_channel_groups`` (a PopART session with
+    ``SessionOptions.groupNormStridedChannelGrouping``, :mod:`ipuxl.onnx.session_keywords`)
+    the channels ``c`` with ``c % G == g``, as Poplibs groups them."""
     n, c = x.shape[0], x.shape[1]
-    grouped = x.reshape(n, num_groups, -1).astype(jnp.float32)
+    if strided_channel_groups:  # [N, C/G, G, rest] -> [N, G, C/G * rest]
+        grouped = jnp.swapaxes(x.reshape(n, c // num_groups, num_groups, -1), 1, 2)
+        grouped = grouped.reshape(n, num_groups, -1).astype(jnp.float32)
+    else:
+        grouped = x.reshape(n, num_groups, -1).astype(jnp.float32)
     mean = jnp.mean(grouped, axis=-1)
     var = jnp.mean(jnp.square(grouped - mean[..., None]), axis=-1)
     inv_std = jax.lax.rsqrt(var + epsilon)
-    normed = ((grouped - mean[..., None]) * inv_std[..., None]).reshape(x.shape)
+    normed = (grouped - mean[..., None]) * inv_std[..., None]
+    if strided_channel_groups:  # back to [N, C/G, G, rest]
+        normed = jnp.swapaxes(normed.reshape(n, num_groups, c // num_groups, -1), 1, 2)
+    normed = normed.reshape(x.shape)
     affine = (1, c) + (1,) * (x.ndim - 2)
     y = normed * weight.reshape(affine) + bias.reshape(affine)
     return (y.astype(x.dtype), mean.reshape(-1).astype(x.dtype),
