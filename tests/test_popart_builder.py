@@ -296,7 +296,7 @@ def test_annotations_are_popart_node_attributes():
     assert _node_attrs(builder, m) == {
         "__pipeline_stage": 1, "__execution_phase": 2, "__ipu_number": 3,
         "__recompute_output_in_backward_pass": int(RecomputeType.Recompute),
-        "__available_memory_proportion": pytest.approx(0.3), "__partials_type": b"HALF",
+        "__available_memory": pytest.approx(0.3), "__partials_type": b"HALF",
         "__serialize_matmul_mode": b"output_channels", "__serialize_matmul_factor": 2,
         "__serialize_matmul_precision": 1, "__inplace_op_names": [b"MatMulInplace"],
         "__inplace_op_priorities": [10.0]}

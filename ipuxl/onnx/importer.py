@@ -556,9 +556,13 @@ def _hints(annotations: dict[str, Any]) -> dict[str, Any]:
     from ipuxl import dtypes
 
     hints: dict[str, Any] = {}
-    if "__available_memory_proportion" in annotations:
-        hints["available_memory_proportion"] = float(
-            annotations["__available_memory_proportion"])
+    # PopART's attribute is ``__available_memory``; earlier ipuxl models wrote the longer
+    # name, which is still read.
+    for name in ("__available_memory", "__available_memory_proportion"):
+        value = annotations.get(name)
+        if isinstance(value, (int, float)):
+            hints["available_memory_proportion"] = float(value)
+            break
     partials = annotations.get("__partials_type")
     if partials in _PARTIALS:
         hints["partials_type"] = getattr(dtypes, _PARTIALS[partials])

@@ -9,7 +9,7 @@ Builder call                       attribute                              type
 ``pipelineStage``                  ``__pipeline_stage``                   int
 ``executionPhase``                 ``__execution_phase``                  int
 ``recomputeOutputInBackwardPass``  ``__recompute_output_in_backward_pass`` int (RecomputeType)
-``setAvailableMemoryProportion``   ``__available_memory_proportion``      float
+``setAvailableMemoryProportion``   ``__available_memory``                 float
 ``setPartialsType``                ``__partials_type``                    string
 ``setSerializeMatMul``             ``__serialize_matmul_mode/_factor/_precision``
 ``setInplacePreferences``          ``__inplace_op_names/_priorities``
@@ -42,7 +42,7 @@ EXCLUDE_PATTERNS = "__exclude_patterns"
 PIPELINE_STAGE = "__pipeline_stage"
 EXECUTION_PHASE = "__execution_phase"
 RECOMPUTE = "__recompute_output_in_backward_pass"
-AVAILABLE_MEMORY = "__available_memory_proportion"
+AVAILABLE_MEMORY = "__available_memory"  # PopART's sAvailMemAttribute
 PARTIALS_TYPE = "__partials_type"
 SERIALIZE_MODE = "__serialize_matmul_mode"
 SERIALIZE_FACTOR = "__serialize_matmul_factor"
