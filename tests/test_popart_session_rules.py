@@ -234,3 +234,41 @@ def test_session_logs_convolution_options_at_poplibs_debug(monkeypatch, capfd, l
         assert "Options:" not in err
     else:
         assert re.search(expected, err), err
+
+
+def _dithered_training_session(dither_output: str, value):
+    """A Conv + Relu trained with ``setEnableConvDithering`` on the node of
+    ``dither_output`` ("conv" or "relu")."""
+    builder = popart.Builder()
+    data = builder.addInputTensor(popart.TensorInfo("FLOAT", [1, 2, 4, 4]))
+    weight = builder.addInitializedInputTensor(np.ones((3, 2, 3, 3), np.float32))
+    conv = builder.aiOnnx.conv([data, weight], pads=[1, 1, 1, 1])
+    relu = builder.aiOnnx.relu([conv])
+    builder.setEnableConvDithering(conv if dither_output == "conv" else relu, value)
+    loss = builder.aiGraphcore.identityloss([relu])
+    flow = popart.DataFlow(1, {relu: popart.AnchorReturnType("ALL")})
+    popart.TrainingSession(builder.getModelProto(), flow, loss, popart.ConstSGD(0.1),
+                           deviceInfo=popart.DeviceManager().createCpuDevice())
+
+
+def test_a_training_session_logs_each_planned_convolution(monkeypatch, capfd):
+    """Training plans the forward convolution and its data and weight gradients: each is
+    logged with the node's options."""
+    monkeypatch.setenv("POPLIBS_LOG_LEVEL", "DEBUG")
+    monkeypatch.delenv("POPLIBS_POPLIN_LOG_LEVEL", raising=False)
+    monkeypatch.delenv("POPLIBS_LOG_DEST", raising=False)
+    _dithered_training_session("conv", True)
+    err = capfd.readouterr().err
+    assert re.findall(r"pass +(TRAINING_\w+)\n", err) == [
+        "TRAINING_FWD", "TRAINING_BWD", "TRAINING_WU"]
+    assert len(re.findall(r" +enableConvDithering +1\n", err)) == 3
+
+
+@pytest.mark.parametrize("output, value, message", [
+    ("relu", True, "^Builder::setEnableConvDithering should only be called on convolutions "
+                   "but was given: Relu$"),
+    ("conv", 44, "^enableConvDithering must be a bool value$"),
+])
+def test_conv_dithering_is_set_on_convolutions_only(output, value, message):
+    with pytest.raises(popart.popart_exception, match=message):
+        _dithered_training_session(output, value)

@@ -264,7 +264,22 @@ class AnnotationsMixin:
 
     def setEnableConvDithering(self, nodeOutputName: Any, value: int  # noqa: N802,N803
                                ) -> None:
-        self._set(_ids(nodeOutputName), CONV_DITHERING, int(value))
+        """Turn Poplibs' convolution dithering on (1) or off (0) for a ``Conv`` node.
+
+        Raises:
+            popart_exception: ``value`` is not 0 or 1, or the node is not a ``Conv``
+                (PopART's messages).
+        """
+        from ipuxl.popart.errors import popart_exception
+
+        if value not in (0, 1):
+            raise popart_exception("enableConvDithering must be a bool value")
+        ids = _ids(nodeOutputName)
+        for node in self._nodes_of(ids):
+            if node.op_type != "Conv":
+                raise popart_exception("Builder::setEnableConvDithering should only be "
+                                       f"called on convolutions but was given: {node.op_type}")
+        self._set(ids, CONV_DITHERING, int(value))
 
     # ------------------------------------------------------------------ node attributes
     def addNodeAttribute(self, attributeName: str, attributeValue: Any,  # noqa: N802,N803

@@ -10,7 +10,8 @@ PopART hands each convolution's options to Poplibs, which logs them (with its pl
 
 ipuxl has no Poplibs planner (XLA plans its convolutions), but it holds the same options,
 so it logs the options each convolution was given, in Poplibs' layout and line format:
-``pass`` (``INFERENCE_FWD`` or ``TRAINING_FWD``), and ``availableMemoryProportion``,
+``pass`` (``INFERENCE_FWD``; a training session logs ``TRAINING_FWD``, ``TRAINING_BWD``
+and ``TRAINING_WU``, the three convolutions Poplibs plans for it), and ``availableMemoryProportion``,
 ``partialsType`` and ``enableConvDithering`` where the node's annotations
 (``builder.setPartialsType``, ``builder.aiGraphcore.multiconv(enableConvDithering=...)``)
 or ``SessionOptions.convolutionOptions`` give them, the node's first, as PopART chooses.
@@ -160,8 +161,13 @@ def convolution_logger(options: Any, training: bool) -> Callable[[Any, Any], Non
         if not convolutions or not poplin_debug_enabled():
             return
         label = node.name or (node.output[0] if node.output else node.op_type)
-        for index, each in enumerate(convolutions):
-            _write(f"'{label}' convolution {index} options, as given:"
-                   f"{options_text(each)}", os.environ)
+        # A training session also plans each convolution's gradients: of the data
+        # (TRAINING_BWD) and of the weights (TRAINING_WU), with the same options.
+        passes = ("TRAINING_FWD", "TRAINING_BWD", "TRAINING_WU") if training else (None,)
+        for step in passes:
+            for index, each in enumerate(convolutions):
+                shown = each if step is None else {**each, "pass": step}
+                _write(f"'{label}' convolution {index} options, as given:"
+                       f"{options_text(shown)}", os.environ)
 
     return log
