@@ -113,8 +113,10 @@ def test_silent_write_weights_refuses_data_that_is_not_numbers():
     builder = popart.Builder()
     w = builder.addInitializedInputTensor(W0, "w")
     y = builder.aiOnnx.neg([w])
+    options = popart.SessionOptions()
+    options.constantWeights = False  # weights an InferenceSession may write
     session = popart.InferenceSession(builder.getModelProto(), popart.DataFlow(
-        1, {y: popart.AnchorReturnType("ALL")}), CPU)
+        1, {y: popart.AnchorReturnType("ALL")}), CPU, userOptions=options)
     with pytest.raises(TypeError, match="PyWeightsIO weight 'w': host data must be numbers"):
         session.writeWeights(popart.PyWeightsIO({w: np.full((3, 4), "a")}))
     session.writeWeights(popart.PyWeightsIO({w: np.full((3, 4), 0.1)}))  # float64: rounded

@@ -353,8 +353,14 @@ def test_errors_name_the_rule_and_the_fix():
         session.run(popart.PyStepIO({}, anchors))
     with pytest.raises(popart.popart_exception, match="initAnchorArrays"):
         session.run(popart.PyStepIO({"x": np.zeros((2, 2, 3), np.float32)}, {}))
+    with pytest.raises(popart.popart_exception, match="^Cannot call writeWeights when "
+                                                      "constantWeights is set"):
+        session.writeWeights(popart.PyWeightsIO({"w": np.zeros((3, 4), np.float32)}))
+    options = popart.SessionOptions()
+    options.constantWeights = False
+    writable = popart.InferenceSession(linear_model(), flow, cpu(), userOptions=options)
     with pytest.raises(popart.popart_exception, match="writeWeights: 'nope'"):
-        session.writeWeights(popart.PyWeightsIO({"nope": np.zeros(1)}))
+        writable.writeWeights(popart.PyWeightsIO({"nope": np.zeros(1)}))
     with pytest.raises(popart.popart_exception, match="is not in the model"):
         popart.InferenceSession(linear_model(), popart.DataFlow(
             1, {"nope": popart.AnchorReturnType("ALL")}), cpu())

@@ -362,10 +362,21 @@ class _Session(SessionRandomness, SessionCycles):
 
     def writeWeights(self, weightsIo: PyWeightsIO) -> None:  # noqa: N802, N803
         """Set the host's weights from ``weightsIo`` (``weightsFromHost`` uploads them),
-        each shaped as readWeights gives it (an AllReplicas weight ``[R, *shape]``)."""
+        each shaped as readWeights gives it (an AllReplicas weight ``[R, *shape]``).
+
+        Raises:
+            popart_exception: an inference session with ``constantWeights`` (the
+                default), whose weights PopART compiles as constants (its message).
+        """
         if not isinstance(weightsIo, PyWeightsIO):
             raise TypeError(f"writeWeights takes a popart.PyWeightsIO, got "
                             f"{type(weightsIo).__name__}.")
+        if not self._training and not self._from_ir and \
+                getattr(self.options, "constantWeights", True):
+            raise popart_exception(
+                "Cannot call writeWeights when constantWeights is set. Set `constantWeights` "
+                "to False in the `SessionOption`s when initialising the session to enable "
+                "this behaviour.")
         with self._lock:
             new = {}
             for name, value in weightsIo.weights.items():
