@@ -353,7 +353,6 @@ class _Session(SessionRandomness, SessionCycles):
             return self._host_replicas[name]
         if name in self._host_weights:
             return self._replica_values(name, self._host_weights[name])
-            return self._host_weights[name]
         if name in self._program.state and self._session is not None:
             return self._session.get_tensor_data(self._program.state[name])
         raise popart_exception(
