@@ -1,6 +1,7 @@
 """The helpers the PopART Builder tests share: import a Builder's model with
 ``ipuxl.onnx.model_to_ir`` and run it once (:func:`run_builder`), or run it once in a
-PopART InferenceSession (:func:`run_inference_session`)."""
+PopART InferenceSession (:func:`run_inference_session`) or TrainingSession
+(:func:`run_training_session`)."""
 
 from __future__ import annotations
 
@@ -37,3 +38,19 @@ def run_inference_session(builder: Any, outputs: list[str], feeds: dict[str, np.
     session.weightsFromHost()
     session.run(popart.PyStepIO(feeds, anchors))
     return anchors
+
+
+def run_training_session(builder: Any, loss: str, anchors: list[str],
+                         feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """One step of the builder's model in a PopART TrainingSession on the CPU (loss
+    ``loss``, ``ConstSGD(0.1)``); the anchors by id."""
+    import ipuxl.popart as popart
+
+    flow = popart.DataFlow(1, {a: popart.AnchorReturnType("All") for a in anchors})
+    session = popart.TrainingSession(builder.getModelProto(), flow, loss, popart.ConstSGD(0.1),
+                                     deviceInfo=popart.DeviceManager().createCpuDevice())
+    session.prepareDevice()
+    session.weightsFromHost()
+    arrays = session.initAnchorArrays()
+    session.run(popart.PyStepIO(feeds, arrays))
+    return arrays

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from builder_helpers import run_training_session
 
 import ipuxl as popxl
 import ipuxl.ops as ops
@@ -14,18 +15,6 @@ from ipuxl.transforms import autodiff
 from ipuxl.transforms.autodiff import autodiff_with_integer_gradients
 
 RNG = np.random.default_rng(11)
-
-
-def train(builder: popart.Builder, loss: str, anchors: list[str],
-          feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    flow = popart.DataFlow(1, {a: popart.AnchorReturnType("All") for a in anchors})
-    session = popart.TrainingSession(builder.getModelProto(), flow, loss, popart.ConstSGD(0.1),
-                                     deviceInfo=popart.DeviceManager().createCpuDevice())
-    session.prepareDevice()
-    session.weightsFromHost()
-    arrays = session.initAnchorArrays()
-    session.run(popart.PyStepIO(feeds, arrays))
-    return arrays
 
 
 @pytest.mark.parametrize("axis", [0, 1])
@@ -38,7 +27,7 @@ def test_integer_median_has_a_one_hot_integer_gradient(axis):
     median, _ = builder.aiGraphcore.reducemedian([x], axes=[axis], keepdims=0)
     total = builder.aiOnnx.reducesum([median], keepdims=0)
     loss = builder.aiGraphcore.identityloss([total])
-    got = train(builder, loss, [total, median, "Gradient___" + x], {x: data})
+    got = run_training_session(builder, loss, [total, median, "Gradient___" + x], {x: data})
 
     middle = np.argsort(data, axis=axis).take(data.shape[axis] // 2, axis=axis)
     want_grad = np.zeros_like(data)
@@ -60,7 +49,7 @@ def test_integer_product_gradient_is_the_other_factor():
     b = builder.addInputTensor(popart.TensorInfo("INT32", [4]), "b")
     total = builder.aiOnnx.reducesum([builder.aiOnnx.mul([a, b])], keepdims=0)
     loss = builder.aiGraphcore.identityloss([total])
-    got = train(builder, loss, ["Gradient___" + a, "Gradient___" + b], {a: a_data, b: b_data})
+    got = run_training_session(builder, loss, ["Gradient___" + a, "Gradient___" + b], {a: a_data, b: b_data})
     np.testing.assert_array_equal(got["Gradient___" + a], b_data)
     np.testing.assert_array_equal(got["Gradient___" + b], a_data)
     assert got["Gradient___" + a].dtype == np.int32
@@ -74,8 +63,8 @@ def test_a_cast_from_float_to_integer_stops_gradients():
     loss = builder.aiGraphcore.identityloss([builder.aiOnnx.reducesum([as_int], keepdims=0)])
     with pytest.raises(popart.popart_exception, match=r"^Anchor tensor `Gradient___x' not in "
                                                       r"Ir Tensors\. .*does not lead to the loss"):
-        train(builder, loss, ["Gradient___x"], {x: np.ones(3, np.float32)})
-    got = train(builder, loss, ["Gradient___" + as_int],
+        run_training_session(builder, loss, ["Gradient___x"], {x: np.ones(3, np.float32)})
+    got = run_training_session(builder, loss, ["Gradient___" + as_int],
                 {x: np.array([1.5, 2.0, -3.0], np.float32)})
     np.testing.assert_array_equal(got["Gradient___" + as_int], np.ones(3, np.int32))
 
@@ -90,7 +79,7 @@ def test_an_integer_input_off_the_integer_path_is_refused():
     with pytest.raises(popart.popart_exception, match=r"`count' IS in tensors, but it is "
                                                       r"int32 and the loss is not computed "
                                                       r"from it through integer ops"):
-        train(builder, loss, ["Gradient___" + count],
+        run_training_session(builder, loss, ["Gradient___" + count],
               {x: np.ones(3, np.float32), count: np.zeros(2, np.int32)})
 
 

@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("onnx")
 
-from builder_helpers import run_inference_session  # noqa: E402
+from builder_helpers import run_inference_session, run_training_session  # noqa: E402
 
 import ipuxl.popart as popart  # noqa: E402
 
@@ -24,14 +24,7 @@ def train(builder: popart.Builder, output: str, anchors: list[str],
           feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """One step of ``loss = sum(output)`` (so the output's gradient is 1); the anchors."""
     loss = builder.aiGraphcore.identityloss([output], reduction=popart.ReductionType.Sum)
-    flow = popart.DataFlow(1, {a: popart.AnchorReturnType("All") for a in anchors})
-    session = popart.TrainingSession(builder.getModelProto(), flow, loss, popart.ConstSGD(0.1),
-                                     deviceInfo=popart.DeviceManager().createCpuDevice())
-    session.prepareDevice()
-    session.weightsFromHost()
-    arrays = session.initAnchorArrays()
-    session.run(popart.PyStepIO(feeds, arrays))
-    return arrays
+    return run_training_session(builder, loss, anchors, feeds)
 
 
 # ------------------------------------------------------------------ reductions
