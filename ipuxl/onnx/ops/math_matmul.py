@@ -30,9 +30,11 @@ def gemm(a: Any, b: Any, c: Any = None, *, alpha: float = 1.0, beta: float = 1.0
     """``alpha * A' @ B' + beta * C`` in the operands' type (``broadcast`` of opsets 1
     and 6 is NumPy broadcasting of ``C``)."""
     a = a.T if transA else a
-    y = storage_layout.rows_first_product(a, b, a.dtype) if transB and b.dtype == a.dtype \
-        else storage_layout.few_rows_product(a, b, a.dtype) if b.dtype == a.dtype else None
-    if y is None:  # not a large weight read by few rows (ipuxl.storage_layout)
+    y = None
+    if b.dtype == a.dtype:  # a large weight read by few rows (ipuxl.storage_layout)
+        y = (storage_layout.rows_first_product(a, b, a.dtype) if transB
+             else storage_layout.few_rows_product(a, b, a.dtype))
+    if y is None:
         y = jnp.matmul(a, b.T if transB else b, preferred_element_type=a.dtype)
     if alpha != 1.0:
         y = y * jnp.asarray(alpha, y.dtype)
