@@ -204,12 +204,11 @@ def few_rows_product(x: Any, weight: Any, out_dtype: Any) -> Any | None:
     return None if stored is None else rows_first_product(x, stored, out_dtype)
 
 
-def rows_first_product(x: Any, weight_nk: Any, out_dtype: Any) -> Any | None:
-    """``x @ weight_nk.T`` computed as :func:`few_rows_product` says, for a weight held
+def rows_first_product(x: Any, stored: Any, out_dtype: Any) -> Any | None:
+    """``x @ stored.T`` computed as :func:`few_rows_product` says, for a weight held
     ``[N, K]`` (ONNX ``Gemm`` with ``transB``, or a stored one) of at least
     :data:`DENSE_MIN_ELEMENTS` elements read by at most :data:`DENSE_MAX_ROWS` rows; None
     otherwise."""
-    stored = weight_nk
     if (x.ndim < 1 or stored.ndim != 2 or x.shape[-1] != stored.shape[1]
             or stored.size < DENSE_MIN_ELEMENTS):
         return None
