@@ -36,13 +36,18 @@ float initializers imported as constants instead of variables, and ipuxl with ev
 variable stored as the model stores it (``IPUXL_STORAGE_LAYOUTS=0``: no ``[N, K]`` dense
 weights or HWIO kernels, see ``ipuxl/storage_layout.py``).
 
+``--device gpu`` runs both on the GPU instead: ipuxl's Session on JAX's first GPU (a
+``jax.Device`` as the Session's device), onnxruntime with its ``CUDAExecutionProvider``
+(``onnxruntime-gpu``; the script says so and exits 0 when either is missing). Every call
+still takes its input from and returns its outputs to the host, on both sides.
+
 Both runtimes use their default thread pools (XLA: Eigen over every core; onnxruntime:
 one intra-op thread per physical core). ``onnxruntime`` is a benchmark-only dependency
 (``pip install 'ipuxl[bench]'``); without it the script says so and exits 0.
 
 Usage:
     PYTHONPATH=. .venv/bin/python benchmarks/onnx_inference.py [--quick] [--profile]
-        [--models mlp,transformer,resnet50,...]
+        [--models mlp,transformer,resnet50,...] [--device cpu|gpu]
 """
 
 from __future__ import annotations
@@ -233,6 +238,7 @@ class IpuxlSide:
     path: str
     constants: bool = False
     stored_layouts: bool = True  # False: IPUXL_STORAGE_LAYOUTS=0 for this Session
+    device: Any = "cpu"  # or a jax.Device (--device gpu)
     session: Any = None
     program: Any = None
     feed: dict[Any, np.ndarray] = field(default_factory=dict)
@@ -254,7 +260,7 @@ class IpuxlSide:
         previous = os.environ.get("IPUXL_STORAGE_LAYOUTS")
         os.environ["IPUXL_STORAGE_LAYOUTS"] = "1" if self.stored_layouts else "0"
         try:
-            self.session = ipuxl.Session(self.program.ir, "cpu",
+            self.session = ipuxl.Session(self.program.ir, self.device,
                                          weights_to_host_on_exit=False)
         finally:
             if previous is None:
@@ -291,9 +297,10 @@ class IpuxlSide:
 
 @dataclass
 class OrtSide:
-    """The model in an onnxruntime CPU InferenceSession."""
+    """The model in an onnxruntime InferenceSession (CPU provider unless told)."""
 
     path: str
+    providers: tuple[str, ...] = ("CPUExecutionProvider",)
     session: Any = None
     feed: dict[str, np.ndarray] = field(default_factory=dict)
 
@@ -303,7 +310,7 @@ class OrtSide:
         options = onnxruntime.SessionOptions()
         options.log_severity_level = 3  # errors only: not the light models' unused inputs
         self.session = onnxruntime.InferenceSession(self.path, options,
-                                                    providers=["CPUExecutionProvider"])
+                                                    providers=list(self.providers))
         self.feed = dict(inputs)
         names = [o.name for o in self.session.get_outputs()]
         return dict(zip(names, self.session.run(None, self.feed)))
@@ -316,6 +323,20 @@ class OrtSide:
 
 
 # ------------------------------------------------------------------------ measurements
+@dataclass(frozen=True)
+class Placement:
+    """Where each side runs: ipuxl's Session device and onnxruntime's providers."""
+
+    device: Any = "cpu"
+    providers: tuple[str, ...] = ("CPUExecutionProvider",)
+
+    def ipuxl(self, path: str, **options: Any) -> IpuxlSide:
+        return IpuxlSide(path, device=self.device, **options)
+
+    def ort(self, path: str) -> OrtSide:
+        return OrtSide(path, providers=self.providers)
+
+
 @dataclass
 class Result:
     """One model's row of the table."""
@@ -354,14 +375,15 @@ def relative_error(mine: dict[str, np.ndarray], theirs: dict[str, np.ndarray]) -
     return worst
 
 
-def first_runs(path: str, inputs: dict[str, np.ndarray], samples: int) -> dict[str, float]:
+def first_runs(path: str, inputs: dict[str, np.ndarray], samples: int,
+               placement: Placement) -> dict[str, float]:
     """The best of ``samples`` first runs (load + import/compile + first result) per side,
     the sides alternating."""
     times: dict[str, list[float]] = {"ipuxl": [], "onnxruntime": []}
     for i in range(samples):
         order = ["ipuxl", "onnxruntime"] if i % 2 == 0 else ["onnxruntime", "ipuxl"]
         for name in order:
-            side = IpuxlSide(path) if name == "ipuxl" else OrtSide(path)
+            side = placement.ipuxl(path) if name == "ipuxl" else placement.ort(path)
             clear_compilation_caches()
             start = time.perf_counter()
             side.open(inputs)
@@ -388,7 +410,8 @@ def calls_for(run: Callable[[], Any], budget: float = 0.05) -> int:
     return max(1, min(200, int(budget / max(once, 1e-6))))
 
 
-def measure(name: str, path: str, rounds: int, first_samples: int, profile: bool) -> Result:
+def measure(name: str, path: str, rounds: int, first_samples: int, profile: bool,
+            placement: Placement) -> Result:
     """First-run and steady rows for one model (skipped with the reason when ipuxl cannot
     import it)."""
     result = Result(name)
@@ -397,9 +420,9 @@ def measure(name: str, path: str, rounds: int, first_samples: int, profile: bool
     if problem is not None:
         result.skipped = problem
         return result
-    result.first = first_runs(path, inputs, first_samples)
+    result.first = first_runs(path, inputs, first_samples, placement)
     result.first_ratio = result.first["ipuxl"] / result.first["onnxruntime"]
-    mine, theirs = IpuxlSide(path), OrtSide(path)
+    mine, theirs = placement.ipuxl(path), placement.ort(path)
     try:
         result.error = relative_error(mine.open(inputs), theirs.open(inputs))
         warm_up(mine.run)
@@ -410,7 +433,8 @@ def measure(name: str, path: str, rounds: int, first_samples: int, profile: bool
         result.steady = {k: statistics.median(v) for k, v in samples.items()}
         result.ratio = paired_ratio(samples["ipuxl"], samples["onnxruntime"])
         if profile:
-            result.profile = profile_ipuxl(path, inputs, mine, theirs, rounds, calls)
+            result.profile = profile_ipuxl(path, inputs, mine, theirs, rounds, calls,
+                                           placement)
     finally:
         mine.close()
         theirs.close()
@@ -418,12 +442,12 @@ def measure(name: str, path: str, rounds: int, first_samples: int, profile: bool
 
 
 def profile_ipuxl(path: str, inputs: dict[str, np.ndarray], mine: IpuxlSide, theirs: OrtSide,
-                  rounds: int, calls: int) -> dict[str, float]:
+                  rounds: int, calls: int, placement: Placement) -> dict[str, float]:
     """Where ipuxl's steady time goes: ratios to onnxruntime of the Session run, the bare
     executable, the Session with the weights imported as constants, and the Session with
     every weight stored as the model stores it (no storage layouts)."""
-    extra = {"constants": IpuxlSide(path, constants=True),
-             "as stored": IpuxlSide(path, stored_layouts=False)}
+    extra = {"constants": placement.ipuxl(path, constants=True),
+             "as stored": placement.ipuxl(path, stored_layouts=False)}
     for side in extra.values():
         side.open(inputs)
     sides = {"session": mine.run, "executable": mine.raw_call(), "onnxruntime": theirs.run,
@@ -467,6 +491,22 @@ def print_row(result: Result) -> None:
               f"({p['as stored / ort']:.2f}x)", flush=True)
 
 
+def gpu_placement(onnxruntime: Any) -> Placement | None:
+    """ipuxl on JAX's first GPU against onnxruntime's CUDA provider; None (and why, on
+    stdout) when either is missing."""
+    import jax
+
+    gpus = [d for d in jax.devices() if d.platform == "gpu"]
+    if hasattr(onnxruntime, "preload_dlls"):  # CUDA and cuDNN from NVIDIA's pip packages
+        onnxruntime.preload_dlls()
+    available = onnxruntime.get_available_providers()
+    if not gpus or "CUDAExecutionProvider" not in available:
+        print(f"--device gpu needs a GPU that JAX sees (it sees {jax.devices()}) and "
+              f"onnxruntime-gpu (providers: {available}). Nothing measured.")
+        return None
+    return Placement(gpus[0], ("CUDAExecutionProvider", "CPUExecutionProvider"))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer rounds (a short run)")
@@ -475,6 +515,9 @@ def main() -> int:
     parser.add_argument("--models", default=None,
                         help="comma-separated names (default: all): mlp, transformer, and "
                              "the light_* model names (resnet50, vgg19, ...)")
+    parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu",
+                        help="gpu: ipuxl on JAX's first GPU against onnxruntime's "
+                             "CUDAExecutionProvider")
     options = parser.parse_args()
     try:
         import onnx
@@ -485,10 +528,14 @@ def main() -> int:
         return 0
     import jax
 
+    placement = gpu_placement(onnxruntime) if options.device == "gpu" else Placement()
+    if placement is None:
+        return 0
     rounds, first_samples = (5, 1) if options.quick else (15, 3)
-    print(f"onnxruntime {onnxruntime.__version__} (CPUExecutionProvider), onnx "
-          f"{onnx.__version__}, jax {jax.__version__}, {os.cpu_count()} CPUs; "
-          f"{rounds} rounds")
+    where = getattr(placement.device, "device_kind", "cpu")
+    print(f"onnxruntime {onnxruntime.__version__} ({placement.providers[0]}), onnx "
+          f"{onnx.__version__}, jax {jax.__version__}, {os.cpu_count()} CPUs; ipuxl on "
+          f"{where}; {rounds} rounds")
     with tempfile.TemporaryDirectory() as folder:
         paths = {}
         for name, build in (("mlp", build_mlp), ("mlp_gemm", build_mlp_gemm),
@@ -508,7 +555,7 @@ def main() -> int:
         for name in wanted:
             big = name in ("vgg19", "zfnet512", "bvlc_alexnet", "resnet50", "densenet121")
             result = measure(name, paths[name], max(3, rounds // 3) if big else rounds,
-                             first_samples, options.profile)
+                             first_samples, options.profile, placement)
             print_row(result)
             results.append(result)
     missed = [r.name for r in results if not r.skipped and r.name in TARGETS

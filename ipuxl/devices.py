@@ -3,7 +3,9 @@
 ``"cpu"`` is XLA's CPU device (one device: PopXL's rule refuses programs that need more);
 ``"ipu_model"`` is JAX's default device (replicated programs map their replicas over it or
 over a mesh, see :mod:`ipuxl.replication`); ``"ipu_hw"`` is refused, naming the
-alternatives.
+alternatives. ipuxl also takes a ``jax.Device`` (``jax.devices("gpu")[0]``, say): the
+program runs on that one device, with no IPU model, under the ``"cpu"`` rule of one
+device.
 """
 
 from __future__ import annotations
@@ -27,14 +29,23 @@ def devices_needed(ir: Any) -> int:
     return 2 ** math.ceil(math.log2((max_ipu + 1) * ir.instance_replication_factor))
 
 
-def select_device(device_desc: str, needed: int) -> jax.Device:
-    """The JAX device for ``device_desc`` (PopXL's device strings and errors).
+def select_device(device_desc: Any, needed: int) -> jax.Device:
+    """The JAX device for ``device_desc`` (PopXL's device strings and errors, or a
+    ``jax.Device``).
 
     Raises:
-        ValueError: ``"cpu"`` with more than one device needed, or an unknown string (the
-            message says when it came from ``POPXL_OFFLINE_DEVICE``).
+        ValueError: ``"cpu"`` or a ``jax.Device`` with more than one device needed, or an
+            unknown string (the message says when it came from ``POPXL_OFFLINE_DEVICE``).
         RuntimeError: ``"ipu_hw"``.
     """
+    if isinstance(device_desc, jax.Device):
+        if needed > 1:
+            raise ValueError(
+                f"A Session on the JAX device {device_desc} runs programs of one device; this "
+                f"one needs {needed} (IPUs x replicas). Use device_desc='ipu_model', which "
+                "maps them over JAX's devices."
+            )
+        return device_desc
     if device_desc == "cpu":
         if needed > 1:
             raise ValueError(

@@ -99,8 +99,9 @@ class Session(SessionCompile, SessionData, SessionFailure):
         device_desc: ``"cpu"`` (XLA on the CPU, one device), ``"ipu_model"`` (the IPU
             machine model: the program runs on JAX's default device and
             :attr:`report` estimates its IPU memory and cycles), a device from
-            ``popart.DeviceManager().createIpuModelDevice({...})``, or ``"ipu_hw"`` (not
-            available in ipuxl).
+            ``popart.DeviceManager().createIpuModelDevice({...})``, ``"ipu_hw"`` (not
+            available in ipuxl), or (ipuxl only) a ``jax.Device``, such as
+            ``jax.devices("gpu")[0]``: the program runs on that device, with no IPU model.
         weights_to_host_on_exit: copy the weights to the host when the outermost
             ``with session:`` block exits normally.
         donate_variables: (ipuxl only) let XLA update the variables in place, which saves

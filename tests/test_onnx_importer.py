@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import jax
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
@@ -153,6 +154,14 @@ def test_backend_interface():
     np.testing.assert_array_equal(backend.run_model(onnx_model, [a, b])[0], a + b)
     np.testing.assert_array_equal(backend.run_node(nodes[0], [a, b])[0], a + b)
     assert backend.supports_device("CPU") and not backend.supports_device("FPGA")
+    gpus = [d for d in jax.devices() if d.platform == "gpu"]
+    for device in ("CUDA", "CUDA:0", "CUDA:x"):
+        if gpus and device != "CUDA:x":
+            result = backend.run_model(onnx_model, [a, b], device)[0]
+            np.testing.assert_array_equal(result, a + b)
+            continue
+        with pytest.raises(RuntimeError, match=f"cannot run on '{device}': JAX sees no such"):
+            backend.run_model(onnx_model, [a, b], device)
     with pytest.raises(ValueError, match="inputs \\['b'\\] were not given"):
         backend.prepare(onnx_model).run({"a": a})
 

@@ -89,6 +89,23 @@ def test_cpu_and_ipu_model_run(program, device):
     assert session.device in jax.devices() + jax.devices("cpu")
 
 
+def test_a_jax_device_runs_the_program_there_without_an_ipu_model(program):
+    device = jax.devices()[0]
+    with popxl.Session(program.ir, device) as session:
+        np.testing.assert_array_equal(session.run()[program.out], [12, 23])
+    assert session.device == device
+    with pytest.raises(RuntimeError, match="has no IPU model report"):
+        _ = session.report
+
+
+def test_a_jax_device_refuses_programs_of_several_devices():
+    ir = popxl.Ir(replication=2)
+    with ir.main_graph:
+        ops.host_store(popxl.d2h_stream((), popxl.float32), popxl.constant(np.float32(1)) + 1.0)
+    with pytest.raises(ValueError, match=r"^A Session on the JAX device .* needs 2 \(IPUs x "):
+        popxl.Session(ir, jax.devices("cpu")[0])
+
+
 def test_default_device_is_cpu(program):
     assert popxl.Session(program.ir).device.platform == "cpu"
 

@@ -142,7 +142,7 @@ class IpuxlRep(BackendRep):
                                       if n not in self._structured},
             known_inputs={n: arrays[n] for n in self._static}, check=False,
             input_structures={n: arrays[n] for n in self._structured})
-        session = Session(program.ir, "cpu")
+        session = Session(program.ir, _jax_device(self.device))
         session.__enter__()
         return session, program
 
@@ -187,6 +187,22 @@ class IpuxlBackend(Backend):
         if kind == "CUDA":
             return any(d.platform == "gpu" for d in jax.devices())
         return False
+
+
+def _jax_device(device: str) -> Any:
+    """The Session device for ONNX's device string: ``"CPU"``, or ``"CUDA[:i]"`` for JAX's
+    i-th GPU."""
+    import jax
+
+    kind, _, index = str(device).upper().partition(":")
+    if kind == "CPU":
+        return "cpu"
+    gpus = [d for d in jax.devices() if d.platform == "gpu"] if kind == "CUDA" else []
+    position = int(index) if index.isdigit() else (0 if not index else len(gpus))
+    if position >= len(gpus):
+        raise RuntimeError(f"ipuxl's ONNX backend cannot run on {device!r}: JAX sees no such "
+                           "device (supports_device tells which devices it can use).")
+    return gpus[position]
 
 
 def _onnx_array(value: Any) -> Any:
