@@ -541,7 +541,9 @@ def main() -> int:
         for name, build in (("mlp", build_mlp), ("mlp_gemm", build_mlp_gemm),
                             ("transformer", build_transformer)):
             paths[name] = os.path.join(folder, f"{name}.onnx")
-            onnx.save(build(), paths[name])
+            model = build()
+            model.ir_version = 10  # what onnxruntime 1.17 and newer all load (opset 17)
+            onnx.save(model, paths[name])
         paths.update(light_models())
         wanted = options.models.split(",") if options.models else list(paths)
         unknown = [n for n in wanted if n not in paths]

@@ -22,6 +22,7 @@ their roots when they are read, so a read always sees the latest write, as on th
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import hashlib
 import sys
@@ -490,7 +491,7 @@ def lower_ir(ir: Ir) -> Program:
                                       dict(zip(h2d, inputs)), ir.num_host_transfers)
         lowering = GraphLowering(streams, dict(zip(variables, state)), constant_values,
                                  subgraphs)
-        with checking(program.checks):
+        with checking(program.checks), float32_products():
             lowering.lower_ops(ops)
         buffers = state[len(variables):]
         new_state = (*(lowering.read(v) for v in variables),
@@ -551,23 +552,37 @@ def lower_function(ir: Ir, arguments: Sequence[Tensor], results: Sequence[Tensor
         env = dict(zip(variables, state))
         env.update(zip(arguments, values))
         lowering = GraphLowering(StreamState({}, (), 1), env, constant_values, subgraphs)
-        lowering.lower_ops(ops)
+        with float32_products():
+            lowering.lower_ops(ops)
         return (tuple(lowering.read(v) for v in variables),
                 tuple(lowering.read(t) for t in results))
 
     return Function(variables, passed, uses_64bit, call)
 
 
+def float32_products() -> contextlib.AbstractContextManager:
+    """The precision a program's matrix products are traced in: full float32, as the IPU
+    computes float32 products, unless the user set JAX's ``jax_default_matmul_precision``
+    (then that one). XLA:CPU computes float32 products in float32 either way; a GPU would
+    otherwise use TensorFloat-32 (about 3 significant digits). Convolutions ask for
+    ``HIGHEST`` themselves."""
+    if jax.config.jax_default_matmul_precision is not None:
+        return contextlib.nullcontext()
+    return jax.default_matmul_precision("highest")
+
+
 def fingerprint(ir: Ir, device: str) -> str:
     """A digest of everything the compiled program depends on: the IR text form with full
     attributes, inline constant data, ``num_host_transfers``, replication, device and
-    whether variables are stored in their preferred layouts."""
+    whether variables are stored in their preferred layouts, and JAX's default precision of
+    products (:func:`float32_products`)."""
     from ipuxl.printing import format_ir
 
     digest = hashlib.sha256()
     digest.update(format_ir(ir, locations=False, data=False).encode())
     digest.update(f"|{ir.num_host_transfers}|{ir.replication_factor}|{device}|".encode())
     digest.update(f"|layouts={storage_layout.enabled()}|".encode())
+    digest.update(f"|precision={jax.config.jax_default_matmul_precision}|".encode())
     for buffer in ir._remote_buffers.values():
         digest.update(f"|{buffer!r}|{buffer.meta_shape}".encode())
     for graph in ir.graphs:

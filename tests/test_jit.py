@@ -240,6 +240,16 @@ def test_64bit_needs_jax_64bit_mode():
         f(np.float32(1))
 
 
+def test_float32_matmuls_are_traced_in_full_float32_unless_jax_is_told_otherwise():
+    # As a Session's (tests/test_session.py): TensorFloat-32 only when the user asks JAX.
+    layer = ipuxl.jit(lambda x, w: x @ w)
+    x = data(4, 4)
+    assert "precision = [HIGHEST, HIGHEST]" in layer.lower(x, x).jax.as_text()
+    with jax.default_matmul_precision("tensorfloat32"):
+        text = layer.lower(x, x).jax.as_text()
+    assert "dot_general" in text and "HIGHEST" not in text
+
+
 def test_ipu_model_device_reports_per_signature():
     @ipuxl.jit(device="ipu_model")
     def layer(x, w):

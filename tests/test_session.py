@@ -106,6 +106,31 @@ def test_a_jax_device_refuses_programs_of_several_devices():
         popxl.Session(ir, jax.devices("cpu")[0])
 
 
+def _matmul_package(tmp_path, name):
+    from jax import export as jax_export
+
+    from ipuxl.runtime.model import Model
+
+    ir = popxl.Ir()
+    with ir.main_graph:
+        x = popxl.variable(np.eye(3, dtype=np.float32))
+        ops.host_store(popxl.d2h_stream((3, 3), popxl.float32), ops.matmul(x, x))
+    path = tmp_path / name
+    popxl.Session(ir, "cpu").save(path)
+    return ir, jax_export.deserialize(Model(path).executable_bytes()).mlir_module()
+
+
+def test_float32_matmuls_are_full_float32_unless_the_user_sets_jax_precision(tmp_path):
+    # The IPU multiplies float32 in float32; a GPU's default would be TensorFloat-32.
+    ir, module = _matmul_package(tmp_path, "a.ipuxl")
+    assert "precision = [HIGHEST, HIGHEST]" in module
+    before = lowering.fingerprint(ir, "cpu")
+    with jax.default_matmul_precision("bfloat16"):
+        _, module = _matmul_package(tmp_path, "b.ipuxl")
+        assert "dot_general" in module and "HIGHEST" not in module
+        assert lowering.fingerprint(ir, "cpu") != before  # no stale executable
+
+
 def test_default_device_is_cpu(program):
     assert popxl.Session(program.ir).device.platform == "cpu"
 
