@@ -442,3 +442,62 @@ def test_dropout_backward_reuses_the_forward_mask() -> None:
     kept = out["y"] != 0
     assert 0 < kept.sum() < 64
     np.testing.assert_allclose(out["gx"], kept / 0.75, rtol=1e-6)
+
+
+# ------------------------------------------------------- noOverlap slices (window_grads)
+def _two_slices(no_overlap: bool, starts=(0, 3), scales=(1.0, 2.0)):
+    """sum over two windows of length 5 of t (scaled 1 and 2), as in PopART's
+    dynamicslice_test; the gradient of t."""
+    def build(t: popxl.Tensor) -> popxl.Tensor:
+        parts = [ops.dynamic_slice(t, popxl.constant(np.array([s], np.uint32)), axes=[0],
+                                   sizes=[5], no_overlap=no_overlap) * scale
+                 for s, scale in zip(starts, scales)]
+        return parts[0] + parts[1]
+
+    return _grad_of(build, np.arange(10, dtype=np.float32))[0]
+
+
+def _written(starts, scales, size=5, length=10):
+    """The windows written onto zeros in order (the later write wins)."""
+    grad = np.zeros(length, np.float32)
+    for start, scale in zip(starts, scales):
+        grad[start:start + size] = scale
+    return grad
+
+
+def _added(starts, scales, size=5, length=10):
+    grad = np.zeros(length, np.float32)
+    for start, scale in zip(starts, scales):
+        grad[start:start + size] += scale
+    return grad
+
+
+def test_no_overlap_slices_write_their_gradients_in_forward_order() -> None:
+    # PopART's promise taken at its word: where the windows overlap, the later slice wins.
+    got = _two_slices(True)
+    np.testing.assert_array_equal(got, _written((0, 3), (1.0, 2.0)))
+    assert got[3] == 2.0 and not np.array_equal(got, _added((0, 3), (1.0, 2.0)))
+    # The forward order decides, not the start: the slice at 3 first, then the one at 0.
+    np.testing.assert_array_equal(_two_slices(True, starts=(3, 0)),
+                                  _written((3, 0), (1.0, 2.0)))
+
+
+def test_slices_without_the_promise_add_their_gradients() -> None:
+    np.testing.assert_array_equal(_two_slices(False), _added((0, 3), (1.0, 2.0)))
+
+
+def test_no_overlap_windows_that_do_not_overlap_give_the_usual_gradient() -> None:
+    np.testing.assert_array_equal(_two_slices(True, starts=(0, 5)),
+                                  _added((0, 5), (1.0, 2.0)))
+
+
+def test_no_overlap_windows_add_to_the_other_readers_gradients() -> None:
+    def build(t: popxl.Tensor) -> popxl.Tensor:
+        window = ops.dynamic_slice(t, popxl.constant(np.array([1, 0], np.int32)), axes=[0, 1],
+                                   sizes=[2, 2], no_overlap=True)
+        return ops.sum(window * 3.0) + ops.sum(t * t)
+
+    t = RNG.normal(size=(4, 3)).astype(np.float32)
+    expected = 2 * t
+    expected[1:3, 0:2] += 3.0
+    np.testing.assert_allclose(_grad_of(build, t)[0], expected, rtol=1e-6)

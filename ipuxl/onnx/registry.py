@@ -86,6 +86,7 @@ class Rule:
     takes_training: bool = False
     operand_layouts: Callable[[Any], Any] | None = None
     types: Callable[..., list[TensorSpec] | None] | None = None
+    grad: Callable[..., Any] | None = None
     opdef: OpDef | None = field(default=None, repr=False)
 
     @property
@@ -139,12 +140,14 @@ def onnx_op(op_type: str, *, since: int | Sequence[int] = 1, domain: str = "",
             static: Sequence[int] = (), value_dependent: bool = False,
             kind: str = "elementwise", check: Callable[..., None] | None = None,
             random: bool = False, operand_layouts: Callable[[Any], Any] | None = None,
-            types: Callable[..., list[TensorSpec] | None] | None = None
+            types: Callable[..., list[TensorSpec] | None] | None = None,
+            grad: Callable[..., Any] | None = None
             ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Declare ``fn(*inputs, **attributes)`` as the rule for ``op_type`` (see the module
     docstring). ``since`` may list several versions that share the function.
     ``operand_layouts`` is the op's :attr:`ipuxl.op.OpDef.operand_layouts`; ``types``
-    states the output types without tracing (:mod:`ipuxl.onnx.type_rules`)."""
+    states the output types without tracing (:mod:`ipuxl.onnx.type_rules`); ``grad`` is
+    the op's :attr:`ipuxl.op.OpDef.grad` (default: ``jax.vjp`` of the function)."""
 
     def declare(fn: Callable[..., Any]) -> Callable[..., Any]:
         attributes, takes = _keyword_names(fn, random)
@@ -154,7 +157,7 @@ def onnx_op(op_type: str, *, since: int | Sequence[int] = 1, domain: str = "",
                         static=frozenset(static), value_dependent=value_dependent,
                         kind=_family(kind), attributes=attributes, takes_num_outputs=takes,
                         check=check, random=random, takes_training=takes_training,
-                        operand_layouts=operand_layouts, types=types)
+                        operand_layouts=operand_layouts, types=types, grad=grad)
             rule.opdef = _make_opdef(rule)
             _register(rule)
         return fn
@@ -275,7 +278,7 @@ def _make_opdef(rule: Rule) -> OpDef:
         return list(types)
 
     return OpDef(rule.name, infer=infer, lower=lower, cost_kind=rule.kind,
-                 operand_layouts=rule.operand_layouts)
+                 operand_layouts=rule.operand_layouts, grad=rule.grad)
 
 
 def draw_key(key: Any, seed: float | None = None) -> Any:

@@ -30,6 +30,7 @@ from ipuxl.host_values import index_arguments
 from ipuxl.op import OpDef, check_is_tensor
 from ipuxl.popart import popart_exception
 from ipuxl.tensor import Constant, Tensor, TensorSpec
+from ipuxl.transforms.window_grads import slice_grad
 
 __all__ = ["dynamic_slice", "dynamic_update", "dynamic_update_"]
 
@@ -113,7 +114,8 @@ def _dynamic_slice(x: jax.Array, index: jax.Array, *, axes: tuple[int, ...],
     return jax.lax.dynamic_slice(x, _starts(x, index, axes), shape)
 
 
-_DYNAMIC_SLICE = OpDef("dynamic_slice", infer=_dynamic_slice_rule, lower=_dynamic_slice)
+_DYNAMIC_SLICE = OpDef("dynamic_slice", infer=_dynamic_slice_rule, lower=_dynamic_slice,
+                       grad=slice_grad("no_overlap"))
 
 
 def dynamic_slice(t: Tensor, index: Tensor, axes: list[int], sizes: list[int],
@@ -127,7 +129,10 @@ def dynamic_slice(t: Tensor, index: Tensor, axes: list[int], sizes: list[int],
         index: a 1-D int32 or uint32 tensor with one start per axis.
         axes: the axes to slice.
         sizes: the slice length along each axis.
-        no_overlap: an IPU planning hint; ignored.
+        no_overlap: the program promises that no other such slice of ``t`` reads this
+            window. The gradient relies on it as PopART's does: the slices' gradients are
+            written into ``t``'s, in forward order, not added (where windows do overlap,
+            the later slice's gradient wins; see :mod:`ipuxl.transforms.window_grads`).
 
     Returns:
         A tensor whose ``axes_i`` have length ``sizes_i``.

@@ -10,7 +10,9 @@ outputs carry gradients gets one gradient op in the backward graph:
   pullback does not need;
 * an op with a gradient rule of its own (``OpDef.grad``) builds its backward ops itself:
   ``call`` calls the gradient graph of the called graph (differentiated first, children
-  before parents), ``print_tensor`` prints the gradient when asked to.
+  before parents), ``print_tensor`` prints the gradient when asked to, a ``noOverlap``
+  dynamic slice writes its window of the gradient instead of adding to it
+  (:mod:`ipuxl.transforms.window_grads`).
 
 ``repeat`` and ``conditional`` ops are differentiated as whole ops (JAX differentiates
 the ``lax.fori_loop`` / ``lax.cond`` they lower to), so their bodies need no gradient
@@ -55,11 +57,12 @@ from ipuxl.transforms.grad_graph_info import (
     ExpectedConnectionType,
     GradGraphInfo,
 )
+from ipuxl.transforms.window_grads import PendingWindows, WindowGrad
 
 if TYPE_CHECKING:
     from ipuxl.lowering import GraphLowering
 
-__all__ = ["autodiff", "autodiff_with_integer_gradients", "GradBuilder"]
+__all__ = ["autodiff", "autodiff_with_integer_gradients", "GradBuilder", "vjp_grad"]
 
 Fwd = ExpectedConnectionType.Fwd
 FwdGrad = ExpectedConnectionType.FwdGrad
@@ -192,6 +195,7 @@ class GradBuilder:
         self._expected_inputs: list[ExpectedConnection] = []
         # The tensors that depend on a required tensor (set by _active_ops).
         self._depends: set[Tensor] = set()
+        self._windows = PendingWindows()
         self.graph: Graph | None = None
 
     # --------------------------------------------------------------- the walk
@@ -214,16 +218,24 @@ class GradBuilder:
                 seed = graph_input(tensor.shape, tensor.dtype, f"Gradient___{tensor.name}")
                 self._expected_inputs.append(ExpectedConnection._create(tensor, FwdGrad))
                 _accumulate(grads, tensor, seed)
-            for op in reversed(active):
+            for position in reversed(range(len(active))):
+                op = active[position]
+                for tensor in op.outputs:  # every reader is done: write its windows
+                    self._write_windows(grads, tensor)
                 output_grads = [grads.get(t) for t in op.outputs]
                 if all(g is None for g in output_grads):
                     continue
-                rule = op.opdef.grad or _vjp_grad
+                rule = op.opdef.grad or vjp_grad
                 for tensor, grad in zip(op.inputs, rule(self, op, output_grads)):
-                    if grad is not None and _carries_grad(tensor, self.integers):
+                    if grad is None or not _carries_grad(tensor, self.integers):
+                        continue
+                    if isinstance(grad, WindowGrad):
+                        self._windows.add(tensor, position, grad)
+                    else:
                         _accumulate(grads, tensor, grad)
             expected_outputs = []
             for tensor in required:
+                self._write_windows(grads, tensor)
                 grad = grads.get(tensor)
                 graph_output(grad if grad is not None else self.zeros(tensor))
                 expected_outputs.append(ExpectedConnection._create(tensor, FwdGrad))
@@ -231,6 +243,12 @@ class GradBuilder:
             context.pop_graph()
         return GradGraphInfo._create(self.graph, self.forward, self._expected_inputs,
                                      expected_outputs)
+
+    def _write_windows(self, grads: dict[Tensor, Tensor], tensor: Tensor) -> None:
+        """Add the gradient windows written to ``tensor`` (:mod:`.window_grads`)."""
+        written = self._windows.written(tensor, self.zeros)
+        if written is not None:
+            _accumulate(grads, tensor, written)
 
     def _active_ops(self, required: Sequence[Tensor]) -> list[Op]:
         """The ops on a path from a required tensor, in forward order."""
@@ -349,7 +367,7 @@ def _grad_opdef(forward: OpDef) -> OpDef:
     return _GRAD_OPS[forward]
 
 
-def _vjp_grad(builder: GradBuilder, op: Op, output_grads: Sequence[Tensor | None]
+def vjp_grad(builder: GradBuilder, op: Op, output_grads: Sequence[Tensor | None]
               ) -> list[Tensor | None]:
     """Input gradients of ``op`` from one ``<op>_grad`` op (``jax.vjp`` of its lowering)."""
     wrt = tuple(i for i, t in enumerate(op.inputs) if builder.needs_grad(t))

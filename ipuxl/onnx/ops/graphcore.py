@@ -28,6 +28,7 @@ import numpy as np
 
 from ipuxl.onnx.ops.nn_rnn import lstm_layer, recurrent_activations, sequence_lengths
 from ipuxl.onnx.registry import onnx_converter, onnx_op
+from ipuxl.transforms.window_grads import slice_grad
 
 __all__ = ["converter_types", "reduce_loss"]
 
@@ -314,12 +315,14 @@ def _as_window(x: Any, update: Any, axes: tuple[int, ...], sizes: tuple[int, ...
     return jnp.reshape(update, window).astype(x.dtype)
 
 
-@onnx_op("DynamicSlice", domain=GRAPHCORE, kind="copy")
+@onnx_op("DynamicSlice", domain=GRAPHCORE, kind="copy", grad=slice_grad("noOverlap"))
 def dynamic_slice(x: Any, offset: Any, slice_input: Any = None, *, axes: tuple[int, ...],
                   sizes: tuple[int, ...], noOverlap: int = 0) -> Any:  # noqa: N803
     """The window of ``sizes`` at ``offset`` on ``axes``. With the optional third input
     (the tensor PopART writes the slice into), the window takes its shape: the same
-    elements, a leading window axis of size 1 left out, say."""
+    elements, a leading window axis of size 1 left out, say. With ``noOverlap`` the
+    slices' gradients are written into ``x``'s in forward order, as PopART's are, not
+    added (:mod:`ipuxl.transforms.window_grads`)."""
     window = jax.lax.dynamic_slice(x, _starts(x, offset, axes), _window(x, axes, sizes))
     if slice_input is None:
         return window
