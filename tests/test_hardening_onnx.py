@@ -267,6 +267,21 @@ def _add_w(w, shape=(4,)):
                  [value("y", list(shape))], [w])
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, np.bool_, np.int8,
+                                   np.int16, np.int32, np.int64, np.uint8, np.uint16,
+                                   np.uint32, np.uint64])
+def test_raw_data_reads_as_onnx_reads_it(dtype):
+    from ipuxl.onnx.tensors import tensor_array
+
+    values = (np.arange(24).reshape(2, 3, 4) % 7).astype(dtype)
+    tensor = numpy_helper.from_array(values, "w")
+    assert tensor.HasField("raw_data")
+    got, reference = tensor_array(tensor, "w"), numpy_helper.to_array(tensor)
+    assert got.dtype == reference.dtype and got.shape == reference.shape == (2, 3, 4)
+    np.testing.assert_array_equal(got, values)
+    assert not got.flags.writeable  # a view of the bytes, as numpy_helper gives
+
+
 @pytest.mark.parametrize("size, verdict", [(8, "short"), (20, "long")])
 def test_message_initializer_raw_data_of_the_wrong_size(size, verdict):
     bad = _add_w(_raw("w", TensorProto.FLOAT, [4], b"\0" * size))

@@ -187,3 +187,26 @@ def test_global_pools_state_what_tracing_gives(op_type, shape):
     for rule in registry._RULES[("ai.onnx", op_type)]:
         specs = [TensorSpec(shape, dtypes.float16)]
         assert rule.types(specs, None, {}) == traced(rule, specs, {}), rule.name
+
+
+@pytest.mark.parametrize("a, b", [((2, 3), (3, 4)), ((3,), (3, 4)), ((2, 3), (3,)),
+                                  ((5, 2, 3), (3, 4)), ((1, 2, 3), (6, 3, 4)),
+                                  ((4, 1, 2, 3), (5, 3, 2)), ((3,), (3,))])
+def test_matmul_states_what_tracing_gives(a, b):
+    matmul = newest("MatMul")
+    for dtype in (dtypes.float32, dtypes.float16):
+        specs = [TensorSpec(a, dtype), TensorSpec(b, dtype)]
+        assert matmul.types(specs, None, {}) == traced(matmul, specs, {}), (a, b)
+
+
+def test_matmul_leaves_mismatched_inputs_to_tracing():
+    matmul = newest("MatMul")
+    f32 = dtypes.float32
+    assert matmul.types([TensorSpec((2, 3), f32), TensorSpec((4, 5), f32)], None, {}) is None
+    assert matmul.types([TensorSpec((2, 2, 3), f32), TensorSpec((3, 3, 4), f32)], None,
+                        {}) is None  # batch axes that do not broadcast
+    assert matmul.types([TensorSpec((2, 3), f32), TensorSpec((3, 4), dtypes.float16)], None,
+                        {}) is None
+    assert matmul.types([TensorSpec((2, 3), dtypes.int32), TensorSpec((3, 4), dtypes.int32)],
+                        None, {}) is None
+    assert matmul.types([TensorSpec((), f32), TensorSpec((3,), f32)], None, {}) is None

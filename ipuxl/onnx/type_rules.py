@@ -19,7 +19,7 @@ import numpy as np
 
 from ipuxl.tensor import TensorSpec
 
-__all__ = ["same_float", "broadcast_float", "concatenated", "transposed", "gemm"]
+__all__ = ["same_float", "broadcast_float", "concatenated", "transposed", "gemm", "matmul"]
 
 
 def _floating(tensor: Any) -> bool:
@@ -103,3 +103,25 @@ def gemm(tensors: Sequence[Any], slots: str | None, attrs: dict[str, Any]
         except ValueError:
             return None
     return [TensorSpec((int(m), int(n)), a.dtype)]
+
+
+def matmul(tensors: Sequence[Any], slots: str | None, attrs: dict[str, Any]
+           ) -> list[TensorSpec] | None:
+    """``MatMul`` of two floating-point inputs of one type, by NumPy's ``matmul`` shapes (a
+    1-D operand is a row or column that the result leaves out; batch axes broadcast)."""
+    if slots is not None or len(tensors) != 2:
+        return None
+    a, b = tensors
+    if not _floating(a) or a.dtype != b.dtype or not a.shape or not b.shape:
+        return None
+    a_shape = tuple(a.shape) if len(a.shape) > 1 else (1, *a.shape)
+    b_shape = tuple(b.shape) if len(b.shape) > 1 else (*b.shape, 1)
+    if a_shape[-1] != b_shape[-2]:
+        return None
+    try:
+        batch = np.broadcast_shapes(a_shape[:-2], b_shape[:-2])
+    except ValueError:
+        return None
+    rows = (a_shape[-2],) if len(a.shape) > 1 else ()
+    columns = (b_shape[-1],) if len(b.shape) > 1 else ()
+    return [TensorSpec(tuple(int(d) for d in (*batch, *rows, *columns)), a.dtype)]

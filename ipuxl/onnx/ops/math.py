@@ -25,6 +25,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from ipuxl import storage_layout
+from ipuxl.onnx import type_rules
 from ipuxl.onnx.ops import (  # noqa: F401 - each module declares its rules
     math_activations,
     math_cast,
@@ -306,7 +307,7 @@ def relu(x: Any, *, consumed_inputs: Any = None) -> Any:
 
 
 @onnx_op("MatMul", since=(1, 9, 13), kind="matmul", check=matmul_check,
-         operand_layouts=storage_layout.dense_weight(1))
+         operand_layouts=storage_layout.dense_weight(1), types=type_rules.matmul)
 def matmul(a: Any, b: Any) -> Any:
     """NumPy's matmul (1-D operands, batch broadcasting), in the operands' type (a
     weight stored ``[N, K]`` multiplied as :func:`~ipuxl.storage_layout.few_rows_product`
