@@ -366,14 +366,18 @@ def code_fingerprint(root: str) -> str:
     """The hash of the name, size and modification time of every ``.py`` file under
     ``root`` (reading no file: a few milliseconds for ipuxl)."""
     digest = hashlib.sha256()
-    for folder, folders, files in os.walk(root):
-        folders[:] = sorted(f for f in folders if f != "__pycache__")
-        for name in sorted(files):
-            if name.endswith(".py"):
-                path = os.path.join(folder, name)
-                stat = os.stat(path)
-                digest.update(f"{os.path.relpath(path, root)}:{stat.st_size}:"
-                              f"{stat.st_mtime_ns}\0".encode())
+    folders = [""]  # relative to root, each ending in "/"
+    while folders:
+        folder = folders.pop()
+        with os.scandir(os.path.join(root, folder)) as entries:
+            for entry in sorted(entries, key=lambda e: e.name):
+                if entry.is_dir(follow_symlinks=False):
+                    if entry.name != "__pycache__":
+                        folders.append(f"{folder}{entry.name}/")
+                elif entry.name.endswith(".py"):
+                    stat = entry.stat()
+                    digest.update(f"{folder}{entry.name}:{stat.st_size}:"
+                                  f"{stat.st_mtime_ns}\0".encode())
     return digest.hexdigest()[:16]
 
 

@@ -315,6 +315,29 @@ def test_sgd_weight_decay_nesterov_and_optimizer_update_from_host():
     assert np.abs(accl["Accl___w"]).sum() > 0
 
 
+def _device_w(session):
+    return session._session.get_tensor_data(session._program.weights["w"])
+
+
+def test_weights_from_host_sends_only_what_the_device_lacks():
+    flow = popart.DataFlow(1, {"loss": popart.AnchorReturnType("ALL")})
+    session = popart.TrainingSession(linear_model(), flow, losses=[popart.L1Loss("y", "loss", 0.1)],
+                                     optimizer=popart.ConstSGD(0.1), deviceInfo=cpu())
+    session.prepareDevice()
+    attached = session._session._device_state
+    session.weightsFromHost()  # the device holds the host's weights already: nothing sent
+    assert session._session._device_state is attached
+    x = np.random.RandomState(5).randn(1, 2, 3).astype(np.float32)
+    session.run(popart.PyStepIO({"x": x}, session.initAnchorArrays()))
+    trained = _device_w(session)
+    assert not np.array_equal(trained, W0)
+    session.weightsFromHost()  # after a step: the host's (initial) weights go back
+    np.testing.assert_array_equal(_device_w(session), W0)
+    session.writeWeights(popart.PyWeightsIO({"w": np.full((3, 4), 2.0, np.float32)}))
+    session.weightsFromHost()  # after a write: the written weights go
+    np.testing.assert_array_equal(_device_w(session), 2.0)
+
+
 def test_weights_io_model_to_host_and_reset(tmp_path):
     x, w, session = _train_once(popart.ConstSGD(0.1), steps=1)
     path = str(tmp_path / "trained.onnx")

@@ -97,6 +97,9 @@ class _Session(SessionWeights, SessionRandomness, SessionCycles):
                             self._program.state.items()}
         self._session: Any = None
         self._weights_written = False  # PopART's weightsFromHostCalled
+        # The device holds exactly the host's weights and optimizer state (just attached,
+        # or just written): weightsFromHost has nothing to send (SessionWeights).
+        self._device_has_host_weights = False
         self._lock = threading.RLock()
         self._seed: int | None = None
         self._training = optimizer is not None
@@ -124,7 +127,8 @@ class _Session(SessionWeights, SessionRandomness, SessionCycles):
                         anchors=self.dataFlow.anchors(), training=self._training)
                 _dump_ir(self._program.ir)
                 self._session = _compile(self._program, device)
-                self._session.__enter__()
+                self._session.__enter__()  # uploads the weights the host copy started from
+                self._device_has_host_weights = not self._from_ir
                 _write_tile_map(self._session)
                 _DEVICE_LOG.info("Graph compiled")
             if loadEngine:
@@ -221,6 +225,7 @@ class _Session(SessionWeights, SessionRandomness, SessionCycles):
         """One step: ``batchesPerStep`` batches, inputs from and anchors into ``stepio``."""
         with self._lock:
             session = self._require_device("run")
+            self._device_has_host_weights = False  # a step may update them
             if self._training and self._program.weights and not self._weights_written:
                 raise popart_runtime_error(
                     "Must call weightsFromHost before run as the model has initializers and "

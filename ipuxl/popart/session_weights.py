@@ -31,15 +31,22 @@ class SessionWeights:
     _host_weights: dict[str, np.ndarray]
     _host_state: dict[str, np.ndarray]
     _host_replicas: dict[str, np.ndarray]
+    _device_has_host_weights: bool
 
     def weightsFromHost(self) -> None:  # noqa: N802
         """Copy the host's weights and optimizer state to the device (the state as it
-        started, as ``weightsToHost`` last read it, or as ``resetHostWeights`` set it)."""
+        started, as ``weightsToHost`` last read it, or as ``resetHostWeights`` set it).
+        Nothing is sent while the device holds them already: right after
+        ``prepareDevice`` (which uploads the weights the host copy started from) or a
+        ``weightsFromHost``, with no run, write or reset since."""
         with self._lock:
             session = self._require_device("weightsFromHost")
-            values = {self._program.weights[n]: a for n, a in self._host_weights.items()}
-            values.update({self._program.state[n]: a for n, a in self._host_state.items()})
-            session._write_group_values(values)  # AllReplicas weights too
+            if not self._device_has_host_weights:
+                values = {self._program.weights[n]: a for n, a in self._host_weights.items()}
+                values.update({self._program.state[n]: a
+                               for n, a in self._host_state.items()})
+                session._write_group_values(values)  # AllReplicas weights too
+                self._device_has_host_weights = not self._from_ir
             self._weights_written = True
 
     def weightsToHost(self) -> None:  # noqa: N802
@@ -69,6 +76,7 @@ class SessionWeights:
 
     def _set_host_weight(self, name: str, value: np.ndarray) -> None:
         """Keep weight ``name``'s value as readWeights gives it (:func:`replica_values`)."""
+        self._device_has_host_weights = False
         variable = self._program.weights[name]
         if returns_replicas(variable, self.replicationFactor):
             self._host_replicas[name] = value
@@ -193,3 +201,4 @@ class SessionWeights:
                     raise popart_exception(f"resetWeights, no tensor '{name}' in tensors")
             self.writeWeights(PyWeightsIO(weights))
             self._host_state.update(state)
+            self._device_has_host_weights = False
