@@ -203,16 +203,17 @@ def input_dtype(name: str, elem_type: int) -> np.dtype:
 
 
 # ------------------------------------------------------------------------------ checking
-def check_model(model: Any) -> None:
+def check_model(model: Any, initializer_data: bool = True) -> None:
     """Check ``model`` before anything is built: its structure
-    (:func:`ipuxl.onnx.structure.check_structure`), then its operators.
+    (:func:`ipuxl.onnx.structure.check_structure`; ``initializer_data=False`` for a caller
+    that reads every initializer of the main graph next), then its operators.
 
     Raises:
         OnnxImportError: the model breaks an ONNX structural rule (the first is named).
         UnsupportedModelError: listing every node (in every subgraph) whose operator,
             version or attributes ipuxl does not implement.
     """
-    check_structure(model)
+    check_structure(model, initializer_data)
     opsets = opsets_of(model)
     problems: list[tuple[str, str, str]] = []
     for node in _all_nodes(model.graph):

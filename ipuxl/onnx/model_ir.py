@@ -97,10 +97,11 @@ def model_to_ir(model: Any, *, input_shapes: Mapping[str, Sequence[int]] | None 
 
     loaded = load_model(model)
     source, model = model_source(model, loaded), loaded
+    # initializer_arrays reads (and checks) every initializer next.
     if check:
-        check_model(model)
+        check_model(model, initializer_data=False)
     else:
-        check_structure(model)
+        check_structure(model, initializer_data=False)
     graph = model.graph
     known_inputs = dict(known_inputs or {})
     arrays = initializer_arrays(graph)

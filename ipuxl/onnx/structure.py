@@ -50,8 +50,11 @@ def _sentence(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
-def check_structure(model: Any) -> None:
+def check_structure(model: Any, initializer_data: bool = True) -> None:
     """Refuse a model that breaks ONNX's structural rules (see the module docstring).
+    ``initializer_data=False`` leaves the data of the main graph's initializers to the
+    caller, which reads (and so checks) every one of them: each read of a tensor's
+    ``raw_data`` copies it.
 
     Raises:
         OnnxImportError: the first rule broken, naming the node or tensor and the fix.
@@ -62,10 +65,12 @@ def check_structure(model: Any) -> None:
             "nodes, inputs and outputs). The model given is empty or is not an ONNX model; "
             "pass the bytes or path of a model saved with `onnx.save` or "
             "`builder.getModelProto()`.")
-    _check_graph(model.graph, ChainMap(), f"the main graph {model.graph.name!r}")
+    _check_graph(model.graph, ChainMap(), f"the main graph {model.graph.name!r}",
+                 initializer_data)
 
 
-def _check_graph(graph: Any, outer: ChainMap, where: str) -> None:
+def _check_graph(graph: Any, outer: ChainMap, where: str, initializer_data: bool = True
+                 ) -> None:
     """Check ``graph``; ``outer`` maps each name of the enclosing graphs written so far to
     what wrote it."""
     written: dict[str, str] = {}
@@ -82,7 +87,8 @@ def _check_graph(graph: Any, outer: ChainMap, where: str) -> None:
     initializers: set[str] = set()
     for position, tensor in enumerate(graph.initializer):
         _check_initializer(tensor.name, position, initializers, where)
-        check_tensor_data(tensor, f"initializer {tensor.name!r} of {where}")
+        if initializer_data:
+            check_tensor_data(tensor, f"initializer {tensor.name!r} of {where}")
         written.setdefault(tensor.name, "an initializer")
     for position, sparse in enumerate(graph.sparse_initializer):
         name = sparse.values.name

@@ -175,7 +175,7 @@ def build_program(fn_model: Any, dataflow: Any, *, input_shape_info: Any = None,
     import ipuxl
 
     model = load_fn_model(fn_model)
-    check_model(model)
+    check_model(model, initializer_data=False)  # initializer_arrays below reads them all
     source = model_source(fn_model, model)
     training = optimizer is not None
     if not training and dataflow.nAnchors() == 0:  # PopART's whole message (Ir::setDataFlow)

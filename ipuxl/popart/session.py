@@ -89,7 +89,9 @@ class _Session(SessionWeights, SessionRandomness, SessionCycles):
         self.replicationFactor = self._program.plan.replicas  # noqa: N815
         self.accumulationFactor = self._program.plan.accumulation  # noqa: N815
         self._streams = input_streams(self._program)
-        self._host_weights = {name: np.array(v._data) for name, v in
+        # A read-only value (the importer's view of the model's bytes) cannot change
+        # under the host copy, which is replaced, never written in place: it is shared.
+        self._host_weights = {name: _private(v._data) for name, v in
                               self._program.weights.items()}
         self._host_replicas: dict[str, np.ndarray] = {}  # returns_replicas weights
         # The host's copy of the optimizer state (Accl___<weight>...), as PopART keeps one.
@@ -457,6 +459,15 @@ def _write_tile_map(session: Any) -> None:
         mapping = {t["name"]: t["mapping"] for t in data["tensors"]}
     with open(path, "w") as file:
         json.dump(mapping, file)
+
+
+def _private(data: np.ndarray) -> np.ndarray:
+    """``data`` itself when nothing can write into it (a view of a ``bytes`` object, such
+    as the importer's initializers: NumPy makes no writable view of one), else a copy."""
+    root = data
+    while isinstance(root, np.ndarray) and root.base is not None:
+        root = root.base
+    return data if isinstance(root, bytes) else np.array(data)
 
 
 def _popart_dtype(dtype: Any) -> str:
