@@ -163,6 +163,7 @@ def test_two_processes_agree_with_one_process(clean_environment):
     here = os.path.dirname(__file__)
     env = {key: value for key, value in os.environ.items()
            if not key.startswith(("POPDIST_", "JAX_NUM_CPU"))}
+    env["JAX_PLATFORMS"] = "cpu"  # the instances' devices, on a machine with a GPU too
     workers = [subprocess.Popen([sys.executable, "-c", _INSTANCE, str(k), port, here],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 env=env) for k in range(2)]

@@ -515,7 +515,7 @@ _BOTH_MODES = textwrap.dedent("""
 
 
 def test_shard_map_over_four_devices_gives_the_same_buffers_and_shards():
-    env = dict(os.environ, JAX_NUM_CPU_DEVICES="4")
+    env = dict(os.environ, JAX_NUM_CPU_DEVICES="4", JAX_PLATFORMS="cpu")
     done = subprocess.run([sys.executable, "-c", _BOTH_MODES, os.path.dirname(__file__)],
                           capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]

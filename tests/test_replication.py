@@ -74,7 +74,7 @@ def test_the_cpu_device_refuses_replication_as_popxl_does():
 
 @pytest.mark.parametrize("mode, error, message", [
     ("shard_map", ValueError, r"needs one device per replica: the program has 4 replicas but "
-                              r"JAX sees 1 cpu device"),
+                              r"JAX sees 1 (cpu|gpu) device"),
     ("pmap", ValueError, r"^Unknown replication mode 'pmap'"),
 ])
 def test_replication_modes_are_checked(mode, error, message):
@@ -104,7 +104,7 @@ _BOTH_MODES = textwrap.dedent("""
 
 
 def test_vmap_and_shard_map_give_identical_results():
-    env = dict(os.environ, JAX_NUM_CPU_DEVICES=str(R))
+    env = dict(os.environ, JAX_NUM_CPU_DEVICES=str(R), JAX_PLATFORMS="cpu")
     done = subprocess.run([sys.executable, "-c", _BOTH_MODES, os.path.dirname(__file__)],
                           capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
