@@ -63,12 +63,18 @@ Value = Any  # Tensor | np.ndarray
 def load_model(model: Any) -> Any:
     """An ``onnx.ModelProto`` from a path, serialized bytes or a ModelProto.
 
+    Tensors stored externally stay so: their bytes are read when the tensor is
+    (:mod:`ipuxl.onnx.external_data`); a file's relative locations are made relative to
+    its folder, a ModelProto's (or bytes') are relative to the current directory.
+
     Raises:
         OnnxImportError: the bytes or the file are empty, are not a serialized
             ModelProto, or hold a ModelProto without a graph; or there is no such file.
         TypeError: ``model`` is none of the three.
     """
     import onnx
+
+    from ipuxl.onnx import external_data
 
     if isinstance(model, onnx.ModelProto):
         return _with_graph(model, "The model given (an onnx.ModelProto)")
@@ -90,10 +96,13 @@ def load_model(model: Any) -> Any:
             raise OnnxImportError(f"The file {path!r} is empty, not an ONNX model. "
                                   f"{_MODEL_FORMS}")
         try:
-            loaded = onnx.load(path)
+            loaded = onnx.load(path, load_external_data=False)
         except Exception as error:
             raise OnnxImportError(f"{path!r} is not an ONNX model file ({error}). "
                                   f"{_MODEL_FORMS}") from None
+        # External data stays in its files (read when a tensor is); its relative
+        # locations are relative to the model's folder.
+        external_data.resolve_locations(loaded, os.path.dirname(path))
         return _with_graph(loaded, f"The model file {path!r}")
     raise TypeError(
         f"An ONNX model must be a path, bytes or an onnx.ModelProto, got "

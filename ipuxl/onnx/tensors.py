@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from ipuxl.onnx import external_data
 from ipuxl.onnx.errors import OnnxImportError
 
 __all__ = ["check_tensor_data", "tensor_array", "dense_array"]
@@ -62,9 +63,11 @@ def check_tensor_data(tensor: Any, what: str, raw: bytes | None = None) -> None:
     Raises:
         OnnxImportError: the data type is UNDEFINED or unknown, a dimension is negative,
             the data is in two fields or in the wrong one, or holds more or fewer values
-            (bytes, for ``raw_data``) than the dimensions call for.
+            (bytes, for ``raw_data``) than the dimensions call for; or, stored
+            externally, its bytes are not there (:mod:`ipuxl.onnx.external_data`) or
+            their number does not fit the type and dimensions.
     """
-    from onnx import TensorProto, external_data_helper, helper
+    from onnx import TensorProto, helper
 
     kind = _type_name(tensor)
     if tensor.data_type == TensorProto.UNDEFINED or kind.startswith("data_type"):
@@ -74,9 +77,23 @@ def check_tensor_data(tensor: Any, what: str, raw: bytes | None = None) -> None:
     dims = [int(d) for d in tensor.dims]
     if any(d < 0 for d in dims):
         raise OnnxImportError(f"The {what} has a negative dimension in its dims {dims}. {_FIX}")
-    if external_data_helper.uses_external_data(tensor):
-        return  # read (and checked) by onnx.load from the file beside the model
     count = math.prod(dims)
+    if external_data.is_external(tensor):
+        # Checked where it is stored (the file is read by tensor_array, once).
+        if tensor.data_type == TensorProto.STRING:
+            raise OnnxImportError(
+                f"The {what} (STRING) is stored externally; external data holds numbers "
+                f"only (raw_data's bytes). Store the strings in the model's string_data.")
+        found = len(raw) if raw is not None else external_data.stored_length(tensor, what)
+        bits = _PACKED_BITS.get(kind) or \
+            8 * helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
+        expected = -(-count * bits // 8)
+        if found != expected:
+            raise OnnxImportError(
+                f"The {what} is stored externally with {found} bytes, but {kind} dims "
+                f"{dims} need {expected}: its external_data 'length' (or the file) does "
+                f"not match the tensor. {_FIX}")
+        return
     fields = [f for f in _TYPED_FIELDS if len(getattr(tensor, f))]
     if raw is None:
         raw = _raw_bytes(tensor)
@@ -129,7 +146,8 @@ def tensor_array(tensor: Any, what: str) -> np.ndarray:
     """
     from onnx import helper, numpy_helper
 
-    raw = _raw_bytes(tensor)
+    external = external_data.is_external(tensor)
+    raw = external_data.read_bytes(tensor, what) if external else _raw_bytes(tensor)
     check_tensor_data(tensor, what, raw)
     if raw and sys.byteorder == "little" and _type_name(tensor) in _PLAIN_RAW:
         # What numpy_helper.to_array makes (a read-only view of the bytes), without
@@ -137,10 +155,19 @@ def tensor_array(tensor: Any, what: str) -> np.ndarray:
         dtype = helper.tensor_dtype_to_np_dtype(tensor.data_type)
         return np.frombuffer(raw, dtype).reshape([int(d) for d in tensor.dims])
     try:
-        return numpy_helper.to_array(tensor)
+        return numpy_helper.to_array(_inline(tensor, raw) if external else tensor)
     except Exception as error:
         raise OnnxImportError(f"The {what} cannot be read: {type(error).__name__}: "
                               f"{error}. {_FIX}") from None
+
+
+def _inline(tensor: Any, raw: bytes) -> Any:
+    """A copy of the externally stored ``tensor`` holding its bytes ``raw`` in
+    ``raw_data`` (the typed readers of ``numpy_helper`` read nothing else)."""
+    from onnx import TensorProto
+
+    return TensorProto(name=tensor.name, data_type=tensor.data_type, dims=tensor.dims,
+                       raw_data=raw)
 
 
 def dense_array(sparse: Any, what: str) -> np.ndarray:

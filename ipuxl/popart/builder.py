@@ -85,11 +85,13 @@ def _default_opsets() -> dict[str, int]:
 def load_model(model_or_filename: Any, where: str) -> Any:
     """A copy of the ``onnx.ModelProto`` given as a ModelProto, its serialized bytes or
     the path of a file (``where`` names the caller in errors). As in PopART, a string that
-    names no file is read as a serialized ModelProto.
+    names no file is read as a serialized ModelProto, and externally stored tensors stay
+    in their files (:mod:`ipuxl.onnx.external_data`).
 
     Raises:
         popart_exception: the bytes (or the string) are not a serialized ModelProto
-            (PopART's message, :func:`model_string_error`).
+            (PopART's message, :func:`model_string_error`), or an externally stored
+            tensor's file does not exist.
         TypeError: ``model_or_filename`` is none of the three.
     """
     import onnx
@@ -98,19 +100,37 @@ def load_model(model_or_filename: Any, where: str) -> Any:
     if isinstance(model_or_filename, onnx.ModelProto):
         model = onnx.ModelProto()
         model.CopyFrom(model_or_filename)
-        return model
-    if isinstance(model_or_filename, (str, os.PathLike)) and \
+    elif isinstance(model_or_filename, (str, os.PathLike)) and \
             os.path.isfile(os.fspath(model_or_filename)):
-        return onnx.load(os.fspath(model_or_filename))
-    if isinstance(model_or_filename, (bytes, bytearray, str)):
+        model = onnx.load(os.fspath(model_or_filename), load_external_data=False)
+    elif isinstance(model_or_filename, (bytes, bytearray, str)):
         data = model_or_filename.encode() if isinstance(model_or_filename, str) \
             else bytes(model_or_filename)
         try:
-            return onnx.load_from_string(data)
+            model = onnx.load_from_string(data)
         except DecodeError:
             raise model_string_error(data) from None
-    raise TypeError(f"{where}(modelProtoOrFilename=...) takes a path, bytes or an "
-                    f"onnx.ModelProto, got {type(model_or_filename).__name__}.")
+    else:
+        raise TypeError(f"{where}(modelProtoOrFilename=...) takes a path, bytes or an "
+                        f"onnx.ModelProto, got {type(model_or_filename).__name__}.")
+    _check_external_files(model)
+    return model
+
+
+def _check_external_files(model: Any) -> None:
+    """Refuse a model whose externally stored tensors name files that are not there.
+    As in PopART, a relative location is relative to the current directory (not to the
+    model's folder), and the message is ONNX's checker's."""
+    from ipuxl.onnx.external_data import external_tensors
+
+    for tensor in external_tensors(model):
+        location = next((e.value for e in tensor.external_data if e.key == "location"), "")
+        if not os.path.isfile(location):
+            raise popart_exception(
+                f"Data of TensorProto ( tensor name: {tensor.name}) should be stored in "
+                f"{location}, but it doesn't exist or is not accessible. A relative "
+                f"location is relative to the current directory ({os.getcwd()}): run from "
+                "the folder it was saved in, or save the data with an absolute path.")
 
 
 def model_string_error(data: bytes) -> popart_exception:

@@ -111,12 +111,14 @@ class GraphTransformer:
         """Retype every ``source`` tensor and value info of the model to ``target``."""
         from onnx import TensorProto, numpy_helper
 
+        from ipuxl.onnx.tensors import tensor_array
+
         old, new = getattr(TensorProto, source), getattr(TensorProto, target)
 
         def retype(tensor: Any) -> None:
             if tensor.data_type != old:
                 return
-            values = numpy_helper.to_array(tensor)
+            values = tensor_array(tensor, f"tensor {tensor.name!r}")  # external data too
             if prepare is not None:
                 values = prepare(values)
             converted = numpy_helper.from_array(values.astype(dtype), tensor.name)

@@ -1,5 +1,6 @@
 """The host's copy of a PopART session's weights: ``weightsFromHost``, ``weightsToHost``,
-``readWeights``, ``writeWeights``, ``modelToHost`` and ``resetHostWeights``.
+``readWeights``, ``writeWeights``, ``modelToHost``, ``updateExternallySavedTensorLocations``
+and ``resetHostWeights``.
 
 PopART keeps one host copy of the weights (and of the optimizer state) beside the
 device's: ``weightsToHost()`` copies the device's into it, ``readWeights``/``writeWeights``
@@ -11,6 +12,7 @@ saves the model with the device's weights. :class:`SessionWeights` is that part 
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
@@ -32,6 +34,7 @@ class SessionWeights:
     _host_state: dict[str, np.ndarray]
     _host_replicas: dict[str, np.ndarray]
     _device_has_host_weights: bool
+    _model_to_save: Any = None  # made by _saved_model
 
     def weightsFromHost(self) -> None:  # noqa: N802
         """Copy the host's weights and optimizer state to the device (the state as it
@@ -135,10 +138,18 @@ class SessionWeights:
     def modelToHost(self, fn: str) -> None:  # noqa: N802
         """Save the model with the device's current weights to ``fn``; a training
         session's optimizer state (``Accl___<weight>``...) is saved as more initializers,
-        as PopART does."""
+        as PopART does. An externally stored weight (and its state) is written back into
+        its file, at its offset, and the model saved keeps pointing there.
+
+        Raises:
+            popart_exception: a session running a popxl Ir; or an externally stored
+                weight's file is not where its location says (PopART's message: a
+                relative location is relative to the current directory).
+        """
         import onnx
 
-        from ipuxl.popart.initializers import initializer_like, saved_initializer
+        from ipuxl.onnx import external_data
+        from ipuxl.popart.initializers import initializer_like, little_endian_bytes
 
         if self._from_ir:
             raise popart_exception(
@@ -147,19 +158,72 @@ class SessionWeights:
         with self._lock:
             if self._session is not None:
                 self.weightsToHost()
-            state = self._host_state
             model = onnx.ModelProto()
-            model.CopyFrom(self._program.model)
-            current = {**state, **self._host_weights}
-            for initializer in model.graph.initializer:  # each stored as it was
-                if initializer.name in current:
-                    initializer.CopyFrom(initializer_like(
-                        initializer, current[initializer.name]))
-            known = {initializer.name for initializer in model.graph.initializer}
-            model.graph.initializer.extend(saved_initializer(value, name)
-                                           for name, value in state.items()
-                                           if name not in known)
+            model.CopyFrom(self._saved_model())
+            current = {**self._host_state, **self._host_weights}
+            stored = [tensor for tensor in model.graph.initializer
+                      if tensor.name in current and external_data.is_external(tensor)]
+            for tensor in stored:  # all checked before any is written
+                location = external_data.external_data(tensor, "weight").location
+                if not os.path.isfile(location):
+                    raise popart_exception(
+                        f"Unrecognised file name '{location}' for externally stored tensor "
+                        f"'{tensor.name}'. A relative location is relative to the current "
+                        f"directory ({os.getcwd()}): call modelToHost from the folder it "
+                        "was saved in, or give the data a new file with "
+                        "session.updateExternallySavedTensorLocations(old, new).")
+            for tensor in stored:
+                external_data.write_bytes(tensor, little_endian_bytes(current[tensor.name]))
+            for tensor in model.graph.initializer:  # each stored as it was
+                if tensor.name in current and not external_data.is_external(tensor):
+                    tensor.CopyFrom(initializer_like(tensor, current[tensor.name]))
             onnx.save(model, fn)
+
+    def updateExternallySavedTensorLocations(self, fromLocation: str,  # noqa: N802, N803
+                                             toLocation: str) -> None:  # noqa: N803
+        """Copy the data of the weights (and optimizer state) stored externally in the
+        file ``fromLocation`` to the new file ``toLocation``, where the next
+        ``modelToHost`` writes them (checkpoints in new files). ``fromLocation`` is
+        compared with the locations as the model stores them.
+
+        Raises:
+            popart_exception: ``toLocation`` exists, ``fromLocation`` does not, or no
+                initializer is stored in ``fromLocation`` (PopART's messages).
+        """
+        from ipuxl.onnx import external_data
+
+        moving = f"Updating externally saved tensor location from file '{fromLocation}' " \
+                 f"to file '{toLocation}', but file"
+        if os.path.exists(toLocation):
+            raise popart_exception(f"{moving} '{toLocation}' already exists. Choose a new "
+                                   "file: the existing one is not overwritten.")
+        if not os.path.exists(fromLocation):
+            raise popart_exception(f"{moving} '{fromLocation}' does not exist. Give the "
+                                   "location the weights are stored in now.")
+        with self._lock:
+            model = self._saved_model()
+            tensors = [tensor for tensor in model.graph.initializer
+                       if external_data.is_external(tensor) and external_data.external_data(
+                           tensor, f"initializer {tensor.name!r}").location == fromLocation]
+            if not tensors:
+                stored = sorted({external_data.external_data(t, "initializer").location
+                                 for t in external_data.external_tensors(model)})
+                raise popart_exception(
+                    f"No ONNX model initializers have external location set to "
+                    f"'{fromLocation}' (locations: {stored}). Give one of those, as the "
+                    "model stores it.")
+            external_data.move(tensors, toLocation)
+
+    def _saved_model(self) -> Any:
+        """The model ``modelToHost`` saves, made on first use: the session's model with
+        its optimizer state as initializers, the state of an externally stored weight
+        appended to the weight's file once (:func:`model_with_state`); it keeps where
+        each external tensor is (``updateExternallySavedTensorLocations`` changes it)."""
+        from ipuxl.popart.initializers import model_with_state
+
+        if self._model_to_save is None:
+            self._model_to_save = model_with_state(self._program.model, self._host_state)
+        return self._model_to_save
 
     def resetHostWeights(self, modelProtoOrFilename: Any,  # noqa: N802, N803
                          ignoreWeightsInModelWithoutCorrespondingHostWeight: bool = False  # noqa: N803
