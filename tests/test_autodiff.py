@@ -202,8 +202,8 @@ def test_print_gradient_prints_during_the_backward_pass(capfd) -> None:
     with popxl.Session(ir, "cpu") as session:
         session.run()
     err = capfd.readouterr().err
-    assert "print_mul_out: [3. 6.]" in err
-    assert "print_mul_out_gradient: [5. 7.]" in err
+    assert "print_mul_out: [3.0000000 6.0000000]" in err
+    assert "print_mul_out_gradient: [5.0000000 7.0000000]" in err
 
 
 # ------------------------------------------------------------------ structure

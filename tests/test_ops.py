@@ -290,7 +290,8 @@ def test_print_tensor_prints_at_run_time_in_program_order(capfd: pytest.CaptureF
             np.testing.assert_array_equal(session.run()[out], [3, 4])
         jax.effects_barrier()
     lines = capfd.readouterr().err.splitlines()
-    expected = ["print_x: [1.5 2. ]", "double: (3.00,4.00)", "long: [0 1 ... 8 9]"]
+    # Floats print in Poplar's automatic format: 8 significant digits, in fixed point here.
+    expected = ["print_x: [1.5000000 2.0000000]", "double: (3.00,4.00)", "long: [0 1 ... 8 9]"]
     assert lines == expected * 2
 
 
@@ -321,7 +322,26 @@ def test_print_tensor_formats() -> None:
     assert format_tensor(value, float_format="scientific", **options) == "[1.000e+00 1.235e+04]"
     assert format_tensor(value, float_format="none", **options) == "[1.0000000e+00 1.2345678e+04]"
     bfloat = np.array([0.5], popxl.bfloat16.as_numpy())
-    assert format_tensor(bfloat, float_format="auto", **options) == "[0.5]"
+    assert format_tensor(bfloat, float_format="auto", **options) == "[0.50]"
+    # Automatic: fixed with digits counted from the largest magnitude's integer digits,
+    # scientific when that does not fit.
+    auto = dict(options, digits=8, float_format="auto")
+    assert format_tensor(np.float32([0.4, 0.1]), **auto) == "[0.4000000 0.1000000]"
+    assert format_tensor(np.float32([12345.678, 1]), **auto) == "[12345.678     1.000]"
+    assert format_tensor(np.float32([1e12, 1]), **auto) == "[1.0000000e+12 1.0000000e+00]"
+    assert format_tensor(np.float32([1e-12, 0]), **auto) == "[1.0000000e-12 0.0000000e+00]"
+
+
+def test_print_tensor_zero_threshold_and_width_turn_summarising_and_wrapping_off() -> None:
+    options = dict(edge_items=3, digits=3, float_format="auto", separator=" ",
+                   open_bracket="[", close_bracket="]")
+    value = np.ones(2000, np.float32)
+    full = "[" + " ".join(["1.00"] * 2000) + "]"
+    assert format_tensor(value, summarise_threshold=0, max_line_width=0, **options) == full
+    summarised = format_tensor(value, summarise_threshold=1000, max_line_width=0, **options)
+    assert summarised == "[1.00 1.00 1.00 ... 1.00 1.00 1.00]"
+    wrapped = format_tensor(value[:40], summarise_threshold=0, max_line_width=20, **options)
+    assert "\n" in wrapped and max(len(line) for line in wrapped.splitlines()) <= 20
 
 
 def test_print_tensor_never_fails_a_run(capfd: pytest.CaptureFixture) -> None:

@@ -495,3 +495,22 @@ def test_printtensor_takes_popart_formatting_arguments(capfd):
         builder.aiGraphcore.printtensor([t], separator=", ")
     with pytest.raises(popart.popart_exception, match="floatFormat must be 0"):
         builder.aiGraphcore.printtensor([t], floatFormat=7)
+
+
+@pytest.mark.parametrize("title, gradient_title", [("", "Gradient___w"), ("w_line",
+                                                                           "w_line_gradient")])
+def test_printtensor_titles_its_gradient_as_popart_does(capfd, title, gradient_title):
+    # Untitled, the gradient prints under its id; titled, as "<title>_gradient".
+    builder = popart.Builder()
+    w = builder.addInitializedInputTensor(np.array([1.0, 2.0], np.float32), "w")
+    printed = builder.aiGraphcore.printtensor([w], 1, "print", title)
+    loss = builder.aiGraphcore.l1loss([printed], 0.5, reduction=popart.ReductionType.Sum)
+    session = popart.TrainingSession(
+        fnModel=builder.getModelProto(), dataFlow=popart.DataFlow(1, [loss]), loss=loss,
+        optimizer=popart.ConstSGD(0.1), deviceInfo=popart.DeviceManager().createCpuDevice())
+    session.prepareDevice()
+    session.weightsFromHost()
+    session.run(popart.PyStepIO({}, session.initAnchorArrays()))
+    lines = capfd.readouterr().err.splitlines()
+    assert f"{title or 'w'}: [1.0000000 2.0000000]" in lines
+    assert f"{gradient_title}: [0.5000000 0.5000000]" in lines

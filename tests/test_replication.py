@@ -125,8 +125,8 @@ def test_print_tensor_prints_each_replica_with_its_index(capfd):
     with popxl.Session(ir, "ipu_model") as session:
         session.run({x: np.arange(6, dtype=np.float32).reshape(3, 2)})
     lines = capfd.readouterr().err.splitlines()
-    assert lines == ["t (replica 0): [0. 1.]", "t (replica 1): [2. 3.]",
-                     "t (replica 2): [4. 5.]"]
+    assert lines == ["t (replica 0): [0.0000000 1.0000000]", "t (replica 1): [2.0000000 3.0000000]",
+                     "t (replica 2): [4.0000000 5.0000000]"]
 
 
 def test_dropout_masks_differ_per_replica_unless_seeded_alike():

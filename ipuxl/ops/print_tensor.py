@@ -46,12 +46,16 @@ def format_tensor(value: np.ndarray, *, summarise_threshold: int, edge_items: in
     array = np.asarray(value)
     if array.dtype.kind == "V" or type(array.dtype).__module__.startswith("ml_dtypes"):
         array = array.astype(np.float32)  # float8 and bfloat16 print as their float values
+    # 0 turns summarising and line splitting off (PopXL's rule; NumPy would read 0 as
+    # "summarise everything" and "one item per line").
     options: dict[str, Any] = {
-        "max_line_width": max_line_width,
-        "threshold": summarise_threshold,
+        "max_line_width": max_line_width if max_line_width > 0 else sys.maxsize,
+        "threshold": summarise_threshold if summarise_threshold > 0 else sys.maxsize,
         "edgeitems": edge_items,
         "separator": separator,
     }
+    if float_format == "auto" and array.dtype.kind == "f":
+        float_format, digits = _auto_format(array, digits)
     if float_format == "auto":
         options.update(precision=digits, floatmode="maxprec")
     elif float_format == "fixed":
@@ -64,6 +68,20 @@ def format_tensor(value: np.ndarray, *, summarise_threshold: int, edge_items: in
         options["floatmode"] = "unique"
     text = np.array2string(array, **options)
     return text.replace("[", open_bracket).replace("]", close_bracket)
+
+
+def _auto_format(array: np.ndarray, digits: int) -> tuple[str, int]:
+    """Poplar's automatic float format: ``digits`` significant digits in fixed point,
+    counted from the integer digits of the largest magnitude (at least one: ``[1, 2]``
+    prints ``1.0000000 2.0000000``, ``[0.4, 0.1]`` ``0.4000000 0.1000000`` with 8
+    digits); scientific when the integer part alone needs more than ``digits``, or when
+    every value is below the last fixed digit. Returns the format and its precision."""
+    finite = np.abs(array[np.isfinite(array)].astype(np.float64))
+    largest = float(finite.max()) if finite.size else 0.0
+    whole = max(1, int(np.floor(np.log10(largest))) + 1) if largest > 0 else 1
+    if whole > digits or 0 < largest < 10.0 ** -(digits - 1):
+        return "scientific", max(digits - 1, 0)
+    return "fixed", digits - whole
 
 
 def _printer(title: str, options: dict[str, Any]) -> Callable[..., None]:
@@ -88,6 +106,7 @@ def _printer(title: str, options: dict[str, Any]) -> Callable[..., None]:
 def _lower_print(lowering: GraphLowering, op: Op) -> None:
     value = lowering.read(op.inputs[0])
     attrs = dict(op.attrs)
+    attrs.pop("gradient_title")
     if attrs.pop("print_self"):
         attrs.pop("print_gradient")
         title = attrs.pop("title")
@@ -100,12 +119,13 @@ def _lower_print(lowering: GraphLowering, op: Op) -> None:
 
 def _print_grad(builder: Any, op: Op, output_grads: list[Tensor | None]) -> list[Tensor | None]:
     """The gradient passes through; with ``print_gradient`` it is printed on the way, with
-    the title ``<title>_gradient``."""
+    the title ``gradient_title`` (default ``<title>_gradient``)."""
     (grad,) = output_grads
     attrs = dict(op.attrs)
     if not attrs.pop("print_gradient") or grad is None:
         return [grad]
-    attrs.update(title=f"{attrs['title']}_gradient", print_self=True, print_gradient=False)
+    title = attrs.pop("gradient_title") or f"{attrs['title']}_gradient"
+    attrs.update(title=title, gradient_title=None, print_self=True, print_gradient=False)
     return [_PRINT_TENSOR.apply({"t": grad}, **attrs)[0]]
 
 
@@ -134,6 +154,8 @@ def print_tensor(
     separator: str = " ",
     open_bracket: str = "[",
     close_bracket: str = "]",
+    *,
+    gradient_title: str | None = None,
 ) -> Tensor:
     """Print ``t`` to stderr each time the op runs; returns a copy of ``t``.
 
@@ -143,13 +165,16 @@ def print_tensor(
             ``print_<t.name>_gradient``).
         print_self: print ``t`` (False prints only the gradient, if asked for).
         print_gradient: print the gradient when the graph is differentiated.
-        summarise_threshold: above this many elements only the edges are printed.
+        summarise_threshold: above this many elements only the edges are printed; 0
+            prints every element.
         edge_items: how many items each edge of a summarised axis shows.
-        max_line_width: the line width at which to wrap.
+        max_line_width: the line width at which to wrap; 0 never wraps.
         digits: the number of digits of floating point values.
         float_format: ``"auto"``, ``"fixed"``, ``"scientific"`` or ``"none"`` (numpy's
             shortest round-trip form, ignoring ``digits``).
         separator, open_bracket, close_bracket: single characters used in the text.
+        gradient_title: (ipuxl only) the gradient's title, default ``<title>_gradient``
+            (PopART titles an untitled tensor's gradient with its gradient's id).
 
     Returns:
         A new tensor equal to ``t``, named ``print_out``.
@@ -182,4 +207,5 @@ def print_tensor(
         separator=separator,
         open_bracket=open_bracket,
         close_bracket=close_bracket,
+        gradient_title=gradient_title,
     )[0]

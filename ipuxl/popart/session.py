@@ -89,6 +89,12 @@ class _Session(SessionWeights, SessionRandomness, SessionCycles):
         self.replicationFactor = self._program.plan.replicas  # noqa: N815
         self.accumulationFactor = self._program.plan.accumulation  # noqa: N815
         self._streams = input_streams(self._program)
+        # Synthetic data: each input's value is fixed now, as PopART's Ir fixes it.
+        self._synthetic = None
+        if self._synthetic_data():
+            mode = self.options.syntheticDataMode.name
+            self._synthetic = {self._program.inputs[n]: stream.synthetic(mode)
+                               for n, stream in self._streams.items()}
         # A read-only value (the importer's view of the model's bytes) cannot change
         # under the host copy, which is replaced, never written in place: it is shared.
         self._host_weights = {name: _private(v._data) for name, v in
@@ -232,10 +238,16 @@ class _Session(SessionWeights, SessionRandomness, SessionCycles):
                 raise popart_runtime_error(
                     "Must call weightsFromHost before run as the model has initializers and "
                     "the session has been created in training mode")
-            if isinstance(stepio, PyStepIOCallback):
+            if not isinstance(stepio, (PyStepIO, PyStepIOCallback)):
+                raise TypeError("run takes a popart.PyStepIO or popart.PyStepIOCallback, got "
+                                f"{type(stepio).__name__}.")
+            synthetic = self._synthetic_data()
+            if synthetic:  # no host data in, no anchors out (session_random's option)
+                feed = self._synthetic_feed()
+            elif isinstance(stepio, PyStepIOCallback):
                 feed = {self._program.inputs[n]: stream.from_callback(stepio)
                         for n, stream in self._streams.items()}
-            elif isinstance(stepio, PyStepIO):
+            else:
                 if stepio.runtime_asserts:
                     check_step_inputs(stepio.inputs, self._program, self._model_inputs,
                                       self._input_elements)
@@ -243,20 +255,24 @@ class _Session(SessionWeights, SessionRandomness, SessionCycles):
                     self._anchor_array(stepio, anchor)
                 feed = {self._program.inputs[n]: stream.from_stepio(stepio)
                         for n, stream in self._streams.items()}
-            else:
-                raise TypeError("run takes a popart.PyStepIO or popart.PyStepIOCallback, got "
-                                f"{type(stepio).__name__}.")
             if not self._engine_loaded():
                 self.loadEngineAndConnectStreams()
             outputs = session.run(feed)
             self._ran = True
             self._advance_rng_state()
+            if synthetic:
+                return
             for anchor, stream in self._program.anchors.items():
                 value = self._anchor_value(anchor, np.asarray(outputs[stream]))
                 if isinstance(stepio, PyStepIOCallback):
                     self._scatter_callback(stepio, anchor, value)
                 else:
                     self._write_anchor(stepio, anchor, value)
+
+    def _synthetic_feed(self) -> dict[Any, np.ndarray]:
+        """The step's feed in synthetic-data mode (made when the session was)."""
+        assert self._synthetic is not None
+        return self._synthetic
 
     def _input_elements(self, name: str) -> tuple[int, str]:
         """How many elements a step's array for input ``name`` has, and how it is laid

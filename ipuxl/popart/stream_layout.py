@@ -114,6 +114,14 @@ class InputStream:
                     f"The model's tensor is {self.dtype}: convert the data first.")
         return self.feed(data)
 
+    def synthetic(self, mode: str) -> np.ndarray:
+        """The feed of a step in synthetic-data ``mode``: every fetch holds the input's
+        one synthetic value (:mod:`ipuxl.popart.synthetic_data`)."""
+        from ipuxl.popart.synthetic_data import synthetic_value
+
+        value = synthetic_value(mode, self.shape, self.dtype)
+        return self.feed(np.broadcast_to(value, (self.fetches, *self.shape)))
+
     def from_callback(self, stepio: Any) -> np.ndarray:
         """The feed of a step from a ``PyStepIOCallback``: one ``input_callback`` call
         (and ``input_complete_callback``) per fetch."""

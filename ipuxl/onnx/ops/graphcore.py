@@ -385,11 +385,16 @@ _FLOAT_FORMATS = ("auto", "fixed", "scientific", "none")
     "floatFormat", "separator", "openBracket", "closeBracket"))
 def print_tensor(ctx: Any) -> list[Any]:
     from ipuxl import ops
+    from ipuxl.popart.names import reservedGradientPrefix
 
     attrs = ctx.attrs
+    # Untitled, the tensor and its gradient print under their ids (PopART's rule);
+    # titled, the gradient prints as "<title>_gradient".
     title = attrs.get("title") or ctx.node.input[0]
+    gradient_title = None if attrs.get("title") else reservedGradientPrefix() + title
     return [ops.print_tensor(
         ctx.tensor(0), title=title, print_gradient=bool(attrs.get("print_gradient", 1)),
+        gradient_title=gradient_title,
         summarise_threshold=int(attrs.get("summariseThreshold", 1000)),
         edge_items=int(attrs.get("edgeItems", 3)),
         max_line_width=int(attrs.get("maxLineWidth", 75)), digits=int(attrs.get("digits", 8)),
