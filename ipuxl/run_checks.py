@@ -50,13 +50,19 @@ _SUPPRESSED: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "ipuxl_run_checks_suppressed", default=False)
 
 
+# PopART's default of ``throwIfLog2ScaleTensorNotInRange``: kept here so that a program
+# without session options does not build every PopART option (and import their enums,
+# 25-40 ms) to read one; tests/test_run_checks.py checks it against them.
+LOG2_SCALE_CHECK_DEFAULT = True
+
+
 def checks_for(ir: Any) -> RunChecks:
     """The checks a Session makes for ``ir``: from its options (``ir._pb_ir``), else
     PopART's defaults."""
-    from ipuxl.session_options import DEFAULTS, options_of
+    from ipuxl.session_options import options_of
 
     options = options_of(ir)
-    flag = (DEFAULTS["throwIfLog2ScaleTensorNotInRange"] if options is None
+    flag = (LOG2_SCALE_CHECK_DEFAULT if options is None
             else options.throwIfLog2ScaleTensorNotInRange)
     return RunChecks(log2_scale_range=bool(flag))
 

@@ -158,3 +158,26 @@ def test_a_deeply_nested_program_saves_without_the_check(tmp_path):
     with ModelRunner(path) as runner:
         result = runner.execute({"scale": np.int32(40)})["out"]
     np.testing.assert_array_equal(result, np.float32([0.5, 1.5, -2.0]) * np.float32(2.0)**40)
+
+
+def test_the_default_without_session_options_is_popart_s():
+    import subprocess
+    import sys
+
+    from ipuxl.run_checks import LOG2_SCALE_CHECK_DEFAULT
+    from ipuxl.session_options import DEFAULTS
+
+    assert LOG2_SCALE_CHECK_DEFAULT is DEFAULTS["throwIfLog2ScaleTensorNotInRange"]
+    # ...read without building PopART's options: a plain Session imports none of them.
+    code = ("import sys, numpy as np, ipuxl as popxl, ipuxl.ops as ops\n"
+            "ir = popxl.Ir()\n"
+            "with ir.main_graph:\n"
+            "    ops.host_store(popxl.d2h_stream((), popxl.float32),\n"
+            "                   popxl.constant(np.float32(1)) + 1.0)\n"
+            "with popxl.Session(ir, 'cpu') as session:\n"
+            "    session.run()\n"
+            "print('ipuxl.popart.session_option_types' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split()[-1] == "False"
