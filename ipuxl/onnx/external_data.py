@@ -29,8 +29,9 @@ from typing import Any
 
 from ipuxl.onnx.errors import OnnxImportError
 
-__all__ = ["ExternalData", "external_data", "is_external", "stored_length", "read_bytes",
-           "write_bytes", "append", "move", "resolve_locations", "external_tensors"]
+__all__ = ["ExternalData", "location_of", "external_data", "is_external", "stored_length",
+           "read_bytes", "write_bytes", "append", "move", "resolve_locations",
+           "external_tensors"]
 
 _FIX = ("Save the model again with its data (`onnx.save(model, path, "
         "save_as_external_data=True)`, or PopART's `builder.saveInitializersExternally`), "
@@ -54,6 +55,12 @@ def is_external(tensor: Any) -> bool:
     return tensor.data_location == TensorProto.EXTERNAL
 
 
+def location_of(tensor: Any) -> str:
+    """The file ``tensor``'s ``external_data`` names ("" when it names none)."""
+    return next((entry.value for entry in tensor.external_data if entry.key == "location"),
+                "")
+
+
 def external_data(tensor: Any, what: str) -> ExternalData:
     """The ``external_data`` entries of ``tensor``, checked.
 
@@ -62,8 +69,8 @@ def external_data(tensor: Any, what: str) -> ExternalData:
             whole number, or is negative.
     """
     entries = {entry.key: entry.value for entry in tensor.external_data}
-    location = entries.get("location", "")
-    if not location:
+    where = location_of(tensor)
+    if not where:
         raise OnnxImportError(
             f"The {what} is stored externally but names no file: its external_data has "
             f"no 'location' entry (entries: {sorted(entries)}). {_FIX}")
@@ -79,7 +86,7 @@ def external_data(tensor: Any, what: str) -> ExternalData:
             raise OnnxImportError(
                 f"The {what} is stored externally with {key} {entries[key]!r}; the {key} "
                 f"must be a whole number of bytes, 0 or more. {_FIX}")
-    return ExternalData(location, numbers.get("offset", 0), numbers.get("length"))
+    return ExternalData(where, numbers.get("offset", 0), numbers.get("length"))
 
 
 def stored_length(tensor: Any, what: str) -> int:

@@ -52,6 +52,17 @@ def _type_name(tensor: Any) -> str:
         return f"data_type {tensor.data_type}"
 
 
+def _element_bits(tensor: Any, kind: str) -> int:
+    """The bits one element of ``tensor`` (of ONNX type name ``kind``) takes in
+    ``raw_data`` or an external file."""
+    from onnx import helper
+
+    bits = _PACKED_BITS.get(kind)
+    if bits is None:
+        bits = 8 * helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
+    return bits
+
+
 def check_tensor_data(tensor: Any, what: str, raw: bytes | None = None) -> None:
     """Refuse a ``TensorProto`` whose data does not fit its type and dimensions.
 
@@ -85,8 +96,7 @@ def check_tensor_data(tensor: Any, what: str, raw: bytes | None = None) -> None:
                 f"The {what} (STRING) is stored externally; external data holds numbers "
                 f"only (raw_data's bytes). Store the strings in the model's string_data.")
         found = len(raw) if raw is not None else external_data.stored_length(tensor, what)
-        bits = _PACKED_BITS.get(kind) or \
-            8 * helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
+        bits = _element_bits(tensor, kind)
         expected = -(-count * bits // 8)
         if found != expected:
             raise OnnxImportError(
@@ -114,9 +124,7 @@ def check_tensor_data(tensor: Any, what: str, raw: bytes | None = None) -> None:
         if tensor.data_type == TensorProto.STRING:
             raise OnnxImportError(f"The {what} stores STRING values in raw_data, which "
                                   f"only holds numbers; strings go in string_data. {_FIX}")
-        bits = _PACKED_BITS.get(kind)
-        if bits is None:
-            bits = 8 * helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
+        bits = _element_bits(tensor, kind)
         expected, found = -(-count * bits // 8), len(raw)
         if found != expected:
             raise OnnxImportError(

@@ -121,10 +121,10 @@ def _check_external_files(model: Any) -> None:
     """Refuse a model whose externally stored tensors name files that are not there.
     As in PopART, a relative location is relative to the current directory (not to the
     model's folder), and the message is ONNX's checker's."""
-    from ipuxl.onnx.external_data import external_tensors
+    from ipuxl.onnx.external_data import external_tensors, location_of
 
     for tensor in external_tensors(model):
-        location = next((e.value for e in tensor.external_data if e.key == "location"), "")
+        location = location_of(tensor)
         if not os.path.isfile(location):
             raise popart_exception(
                 f"Data of TensorProto ( tensor name: {tensor.name}) should be stored in "

@@ -241,9 +241,9 @@ class _Session(SessionWeights, SessionRandomness, SessionCycles):
             if not isinstance(stepio, (PyStepIO, PyStepIOCallback)):
                 raise TypeError("run takes a popart.PyStepIO or popart.PyStepIOCallback, got "
                                 f"{type(stepio).__name__}.")
-            synthetic = self._synthetic_data()
-            if synthetic:  # no host data in, no anchors out (session_random's option)
-                feed = self._synthetic_feed()
+            synthetic = self._synthetic is not None
+            if synthetic:  # no host data in, no anchors out
+                feed = self._synthetic
             elif isinstance(stepio, PyStepIOCallback):
                 feed = {self._program.inputs[n]: stream.from_callback(stepio)
                         for n, stream in self._streams.items()}
@@ -268,11 +268,6 @@ class _Session(SessionWeights, SessionRandomness, SessionCycles):
                     self._scatter_callback(stepio, anchor, value)
                 else:
                     self._write_anchor(stepio, anchor, value)
-
-    def _synthetic_feed(self) -> dict[Any, np.ndarray]:
-        """The step's feed in synthetic-data mode (made when the session was)."""
-        assert self._synthetic is not None
-        return self._synthetic
 
     def _input_elements(self, name: str) -> tuple[int, str]:
         """How many elements a step's array for input ``name`` has, and how it is laid
