@@ -36,7 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from ipuxl import storage_layout
+from ipuxl import storage_layout, xla_options
 from ipuxl.fp8_utils import float8_to_device_bits
 from ipuxl.ir import Ir
 from ipuxl.op import Op
@@ -574,8 +574,9 @@ def float32_products() -> contextlib.AbstractContextManager:
 def fingerprint(ir: Ir, device: str) -> str:
     """A digest of everything the compiled program depends on: the IR text form with full
     attributes, inline constant data, ``num_host_transfers``, replication, device and
-    whether variables are stored in their preferred layouts, and JAX's default precision of
-    products (:func:`float32_products`)."""
+    whether variables are stored in their preferred layouts, JAX's default precision of
+    products (:func:`float32_products`) and who chooses the XLA options
+    (:func:`ipuxl.xla_options.policy`)."""
     from ipuxl.printing import format_ir
 
     digest = hashlib.sha256()
@@ -583,6 +584,7 @@ def fingerprint(ir: Ir, device: str) -> str:
     digest.update(f"|{ir.num_host_transfers}|{ir.replication_factor}|{device}|".encode())
     digest.update(f"|layouts={storage_layout.enabled()}|".encode())
     digest.update(f"|precision={jax.config.jax_default_matmul_precision}|".encode())
+    digest.update(f"|xla_options={xla_options.policy()}|".encode())
     for buffer in ir._remote_buffers.values():
         digest.update(f"|{buffer!r}|{buffer.meta_shape}".encode())
     for graph in ir.graphs:

@@ -31,6 +31,7 @@ from ipuxl import (
     replication,
     session_options,
     storage_layout,
+    xla_options,
 )
 from ipuxl.executable_cache import (
     EXECUTABLES,
@@ -242,8 +243,10 @@ class SessionCompile:
                     jax.eval_shape(flat_step, *specs)
                     donated = tuple(updated)
                 jitted = jax.jit(flat_step, donate_argnums=donated, keep_unused=True)
-                lowered = jitted.lower(*specs)
-                return lowered.compile(), has_host_callbacks(lowered)
+                traced = jitted.trace(*specs)
+                options = xla_options.for_jaxpr(traced.jaxpr, self._device.platform)
+                lowered = traced.lower()
+                return xla_options.compile(lowered, options), has_host_callbacks(lowered)
 
         _DEVICEX_LOG.info("Starting compilation")
         compiled, calls_back = with_nesting_room(self._ir, trace_and_compile)

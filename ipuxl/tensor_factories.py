@@ -187,7 +187,15 @@ def adopted_constant(array: np.ndarray, dtype: dtypes.dtype, name: str | None = 
     """A constant that holds ``array`` itself (made read-only) instead of a copy, with
     :func:`constant`'s checks: for a caller that made ``array`` and gives it up, such as
     the ONNX importer with the values it folds (copying them was a third of the import
-    time of a model whose weights are folded)."""
+    time of a model whose weights are folded).
+
+    One value repeated (``np.broadcast_to``, as the importer folds ``ConstantOfShape``)
+    stays that read-only view: its elements are written where they are used (the upload
+    to the device), not when the constant is made."""
+    if array.size > 1 and not any(array.strides):
+        one = to_numpy(array.reshape(-1)[:1], dtype, False, copy=False,
+                       what=_what("constant", name))
+        return _new_constant(np.broadcast_to(one.reshape(()), array.shape), dtype, name)
     return _constant(array, dtype, name, False, None, None, copy=False)
 
 
@@ -208,6 +216,13 @@ def _constant(data: Any, dtype: dtypes.dtype | None, name: str | None, downcast:
         data = np.asarray(data)
     host = to_numpy(data, dtype, downcast, copy=copy, log2_scale=log2_scale,
                     nan_on_overflow=nan_on_overflow, what=_what("constant", name))
+    return _new_constant(host, dtype, name, graph)
+
+
+def _new_constant(host: np.ndarray, dtype: dtypes.dtype | None, name: str | None,
+                  graph: Any = None) -> Constant:
+    """A constant of the current graph holding ``host`` (made read-only)."""
+    graph = graph if graph is not None else get_current_context().graph
     tensor_dtype = dtypes.dtype.as_dtype(host.dtype if dtype is None else dtype)
     host.flags.writeable = False
     const = graph._new_tensor(Constant, name, TensorSpec(host.shape, tensor_dtype))

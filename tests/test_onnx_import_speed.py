@@ -111,3 +111,30 @@ def test_weights_hold_the_decoded_initializers_and_read_back_unchanged():
         y = session.run({model.inputs["x"]: np.ones((1, 3), np.float32)})
     np.testing.assert_array_equal(y[model.outputs["y"]], [[12.0, 18.0]])
     np.testing.assert_array_equal(w._data, weight)  # the initial value is unchanged
+
+
+def test_constant_of_shape_is_held_unfilled_until_it_is_used():
+    """A ConstantOfShape weight (as ONNX's light models store theirs) is a read-only view
+    of its one value: import writes none of its elements; the Session and every host
+    view still see the whole array."""
+    import ipuxl
+    from ipuxl.tensor import Constant
+
+    fill = helper.make_tensor("value", TensorProto.FLOAT, [1], [0.25])
+    nodes = [helper.make_node("ConstantOfShape", ["shape"], ["w"], value=fill),
+             helper.make_node("Conv", ["x", "w"], ["y"])]
+    shape = numpy_helper.from_array(np.array([4, 3, 3, 3], np.int64), "shape")
+    model = model_to_ir(make_model(nodes, [value("x", [1, 3, 5, 5])], [value("y", [1, 4, 3, 3])],
+                                   [shape]))
+    weights = [c for c in model.ir.main_graph.tensors
+               if isinstance(c, Constant) and c.shape == (4, 3, 3, 3)]
+    assert len(weights) == 1
+    held = weights[0]._data
+    assert held.strides == (0, 0, 0, 0) and not held.flags.writeable
+    np.testing.assert_array_equal(held, np.full((4, 3, 3, 3), 0.25, np.float32))
+    x = np.arange(75, dtype=np.float32).reshape(1, 3, 5, 5)
+    with ipuxl.Session(model.ir, "cpu") as session:
+        y = session.run({model.inputs["x"]: x})[model.outputs["y"]]
+    windows = np.lib.stride_tricks.sliding_window_view(x[0], (3, 3), axis=(1, 2))
+    expected = 0.25 * windows.sum(axis=(0, 3, 4))  # every output channel alike
+    np.testing.assert_allclose(y[0], np.broadcast_to(expected, (4, 3, 3)), rtol=1e-6)

@@ -555,10 +555,10 @@ np.save(out + "/session_w.npy", got["save/w"][0])
 # Nothing of the building side was loaded: no Ir, no ops, no tracing, no exporter.
 # (`import ipuxl` also installs the import finder of C++ custom op modules: two small
 # modules that import nothing of ipuxl; ipuxl.storage_layout converts the variables an
-# executable keeps permuted.)
+# executable keeps permuted; ipuxl.xla_options chooses the program's compile options.)
 serving = ("ipuxl", "ipuxl.xla_defaults", "ipuxl.logs", "ipuxl.executable_cache",
            "ipuxl.host_values", "ipuxl.custom_ops", "ipuxl.custom_ops.loader",
-           "ipuxl.storage_layout")
+           "ipuxl.storage_layout", "ipuxl.xla_options")
 loaded = sorted(name for name in sys.modules if name.startswith("ipuxl")
                 and name not in serving and not name.startswith("ipuxl.runtime."))
 assert loaded == ["ipuxl.runtime"], loaded
@@ -591,9 +591,10 @@ def test_the_serving_modules_import_only_the_runtime():
     """Everything in ipuxl.runtime but the exporter serves packages without the building
     API: its ipuxl imports are ipuxl.runtime's own modules, ipuxl.executable_cache,
     ipuxl.host_values (the host-data rules, NumPy and ml_dtypes only) and
-    ipuxl.storage_layout (variables kept permuted on the device, NumPy only)."""
+    ipuxl.storage_layout (variables kept permuted on the device, NumPy only) and
+    ipuxl.xla_options (the program's compile options, standard library only)."""
     allowed = ("ipuxl.runtime", "ipuxl.executable_cache", "ipuxl.host_values",
-               "ipuxl.storage_layout")
+               "ipuxl.storage_layout", "ipuxl.xla_options")
     files = sorted(p for p in RUNTIME_DIR.glob("*.py") if p.name != "exporter.py")
     assert {"engine.py", "model_runner.py", "session.py"} <= {p.name for p in files}
     bad = []

@@ -38,6 +38,8 @@ from typing import Any
 
 import jax
 
+from ipuxl import xla_options
+
 __all__ = ["compile_exported", "compile_fresh", "forget"]
 
 _LOGGER = logging.getLogger(__name__)
@@ -116,14 +118,17 @@ def _entry(exported: Any, device: jax.Device, cache_dir: str) -> str:
     key.update(exported.mlir_module_serialized)
     host = _host_cpu() if device.platform == "cpu" else ""
     for part in (jax.__version__, jaxlib.__version__, device.platform,
-                 getattr(device, "device_kind", ""), str(jax.config.jax_enable_x64), host):
+                 getattr(device, "device_kind", ""), str(jax.config.jax_enable_x64), host,
+                 xla_options.policy()):
         key.update(b"\0" + part.encode())
     return os.path.join(cache_dir, "ipuxl-executables", key.hexdigest() + ".bin")
 
 
 def compile_fresh(exported: Any, device: jax.Device) -> Any:
-    """Compile ``exported`` for ``device`` (no executable cache)."""
-    return _lowered(exported, device).compile()
+    """Compile ``exported`` for ``device`` (no executable cache), with the options
+    :mod:`ipuxl.xla_options` chooses for its program."""
+    options = xla_options.for_stablehlo(exported.mlir_module(), device.platform)
+    return xla_options.compile(_lowered(exported, device), options)
 
 
 def compile_exported(exported: Any, device: jax.Device, cache_dir: str | None
@@ -154,7 +159,7 @@ def compile_exported(exported: Any, device: jax.Device, cache_dir: str | None
         except Exception as error:  # a stale or damaged entry: compile instead
             _LOGGER.debug("executable cache entry %s dropped (%s); compiling", entry, error)
             forget(entry)
-    compiled = _lowered(exported, device).compile()
+    compiled = compile_fresh(exported, device)
     try:
         payload, _, _ = serialize_executable.serialize(compiled)
         write_atomically(entry, seal(key, payload))
