@@ -1,14 +1,15 @@
 """XLA compile options chosen per program, by what the program contains.
 
-XLA:CPU (jaxlib 0.10 and 0.11) hands every matrix product and every 2-D convolution to
-YNNPACK by default (``xla_cpu_experimental_ynn_fusion_type``: individual dots and
-individual convolutions). YNNPACK's products are what the dense layers are tuned for
+XLA:CPU (jaxlib 0.10 and 0.11) hands matrix products, 2-D convolutions and reductions to
+YNNPACK by default (``xla_cpu_experimental_ynn_fusion_type``: individual dots, individual
+convolutions, reductions). YNNPACK's products are what the dense layers are tuned for
 (see :mod:`ipuxl.storage_layout`), but its convolutions are slower than XLA's own
 (Eigen) on the models measured (``benchmarks/onnx_inference.py``, 2-core AVX2 machine,
 steady latency with and without them): alexnet 65 -> 33 ms, densenet121 119 -> 85,
 resnet50 144 -> 125, squeezenet 19.5 -> 15.1, zfnet512 86 -> 67, inception_v2 64 -> 53,
 vgg19 413 -> 373, inception_v1 and shufflenet unchanged. So a program with a
-convolution is compiled with YNNPACK for its products only (:data:`CONVOLUTION_OPTIONS`);
+convolution is compiled with XLA's default less the convolutions
+(:data:`CONVOLUTION_OPTIONS`; keeping YNNPACK's reductions or not measured the same);
 any other program gets XLA's defaults. The choice is per compile
 (``Lowered.compile(compiler_options=...)``), not a process-wide flag.
 
@@ -31,8 +32,9 @@ __all__ = ["CONVOLUTION_OPTIONS", "compile", "for_jaxpr", "for_stablehlo", "poli
 _LOG = logging.getLogger(__name__)
 
 _YNN = "xla_cpu_experimental_ynn_fusion_type"
-# XLA's default minus convolutions: products stay with YNNPACK, convolutions go to Eigen.
-CONVOLUTION_OPTIONS = {_YNN: "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT"}
+# XLA's default (individual dots and convolutions, reductions) minus convolutions:
+# products and reductions stay with YNNPACK, convolutions go to XLA's own (Eigen).
+CONVOLUTION_OPTIONS = {_YNN: "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT,LIBRARY_FUSION_TYPE_REDUCE"}
 
 _CONVOLUTION_PRIMITIVES = frozenset({"conv_general_dilated"})
 _refused = False  # set when this jaxlib refused an option: no options from then on

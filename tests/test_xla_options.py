@@ -41,7 +41,7 @@ def test_a_convolution_anywhere_in_the_program_picks_the_options(auto):
         return lax.fori_loop(0, 2, body, x)
 
     assert xla_options.for_jaxpr(_jaxpr(in_a_loop, x, w), "cpu") == {
-        YNN: "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT"}
+        YNN: "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT,LIBRARY_FUSION_TYPE_REDUCE"}
 
 
 def test_no_options_without_a_convolution_or_off_the_cpu(auto):
@@ -51,8 +51,8 @@ def test_no_options_without_a_convolution_or_off_the_cpu(auto):
     assert xla_options.for_jaxpr(convolution, "gpu") == {}
     assert xla_options.for_stablehlo("stablehlo.convolution", "gpu") == {}
     assert xla_options.for_stablehlo("stablehlo.dot_general", "cpu") == {}
-    assert xla_options.for_stablehlo("%0 = stablehlo.convolution(%a, %b)", "cpu") == {
-        YNN: "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT"}
+    assert xla_options.for_stablehlo("%0 = stablehlo.convolution(%a, %b)", "cpu") == (
+        xla_options.CONVOLUTION_OPTIONS)
 
 
 def test_the_users_setting_wins(auto):
