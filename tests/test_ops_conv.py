@@ -215,3 +215,46 @@ def test_ops_print_their_attributes() -> None:
 def test_module_example(name: str) -> None:
     module = importlib.import_module(f"ipuxl.ops.{name}")
     assert doctest.testmod(module).failed == 0
+
+
+def _grouped_reference(x: np.ndarray, w: np.ndarray, stride, pads, dilation, groups):
+    """A grouped convolution in float64 NumPy, tap by tap and group by group."""
+    batch, channels, *spatial = x.shape
+    outputs, per_group, *kernel = w.shape
+    padded = np.pad(x, [(0, 0), (0, 0), *pads])
+    out = [(n + lo + hi - d * (k - 1) - 1) // s + 1
+           for n, (lo, hi), k, s, d in zip(spatial, pads, kernel, stride, dilation)]
+    y = np.zeros((batch, groups, outputs // groups, *out))
+    weights = w.reshape(groups, outputs // groups, per_group, *kernel)
+    for tap in np.ndindex(*kernel):
+        index = tuple(slice(t * d, t * d + (n - 1) * s + 1, s)
+                      for t, d, n, s in zip(tap, dilation, out, stride))
+        window = padded[(slice(None), slice(None), *index)].reshape(
+            batch, groups, per_group, *out)
+        y += np.einsum("ngc...,goc->ngo...", window, weights[(..., *tap)])
+    return y.reshape(batch, outputs, *out)
+
+
+def test_depthwise_and_grouped_pointwise_convs_match_a_reference() -> None:
+    """ops.conv writes these out instead of XLA's grouped convolution
+    (``ipuxl.grouped_conv``); the results are a grouped convolution's."""
+    rng = np.random.default_rng(3)
+    cases = {  # name: (x shape, w shape, conv keywords, (stride, pads, dilation))
+        "depthwise": ((2, 4, 9, 8), (8, 1, 3, 3),
+                      dict(stride=(2, 1), padding=(1, 0, 2, 1), dilation=(1, 2), groups=4),
+                      ((2, 1), [(1, 2), (0, 1)], (1, 2))),
+        "grouped pointwise": ((1, 6, 5, 4), (9, 2, 1, 1), dict(groups=3),
+                              ((1, 1), [(0, 0), (0, 0)], (1, 1))),
+    }
+    arrays = {name: (rng.standard_normal(xs).astype(np.float32),
+                     rng.standard_normal(ws).astype(np.float32))
+              for name, (xs, ws, _, _) in cases.items()}
+    results = _run({name: (lambda x=arrays[name][0], w=arrays[name][1], kw=kw:
+                           ops.conv(popxl.constant(x), popxl.constant(w), **kw))
+                    for name, (_, _, kw, _) in cases.items()})
+    for name, (_, _, kw, (stride, pads, dilation)) in cases.items():
+        x, w = arrays[name]
+        expected = _grouped_reference(x.astype(np.float64), w.astype(np.float64), stride,
+                                      pads, dilation, kw["groups"])
+        np.testing.assert_allclose(results[name], expected, rtol=1e-5, atol=1e-5,
+                                   err_msg=name)

@@ -39,7 +39,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from ipuxl import dtypes
+from ipuxl import dtypes, grouped_conv
 from ipuxl.op import OpDef
 from ipuxl.ops.conv_args import (
     PadType,  # noqa: F401 - PopXL's `ops.conv.PadType`
@@ -243,6 +243,16 @@ def _dimension_numbers(rank: int) -> tuple[str, str, str]:
 
 def _conv_arrays(x: jax.Array, w: jax.Array, **attrs: Any) -> jax.Array:
     geometry = _conv_geometry("conv", x.shape[2:], w.shape[2:], **attrs)
+    groups = attrs["groups"]
+    if (groups > 1 and x.dtype == w.dtype and x.shape[1] == w.shape[1] * groups
+            and w.shape[0] % groups == 0):  # the kinds XLA:CPU runs slowly, written out
+        kernel = w.shape[2:]
+        if grouped_conv.is_grouped_pointwise(kernel, geometry.stride, geometry.pads, groups):
+            return grouped_conv.grouped_pointwise_conv(x, w, groups)
+        if grouped_conv.is_depthwise(x.shape[1], w.shape[1], kernel, groups):
+            return grouped_conv.depthwise_conv(x, w, strides=geometry.stride,
+                                               padding=geometry.pads,
+                                               dilations=geometry.dilation)
     return lax.conv_general_dilated(
         x, w, window_strides=geometry.stride, padding=geometry.pads,
         rhs_dilation=geometry.dilation, dimension_numbers=_dimension_numbers(x.ndim),

@@ -33,15 +33,22 @@ def is_pointwise(kernel: Sequence[int], strides: Sequence[int],
 
 def keeps_kernel(op: Any) -> bool:
     """Whether the ONNX ``Conv`` op ``op`` (an imported op: ``op.inputs``, ``op.attrs``)
-    is pointwise, so its kernel is read as stored (for the storage layout rule). A
-    ``1 x 1`` kernel pads nothing with any ``auto_pad`` at stride 1."""
+    reads its kernel as stored (for the storage layout rule): a pointwise convolution, in
+    one group or several, or a depthwise one (:mod:`ipuxl.grouped_conv`). A ``1 x 1``
+    kernel pads nothing with any ``auto_pad`` at stride 1."""
+    from ipuxl.grouped_conv import is_depthwise, is_grouped_pointwise
+
     attrs = op.attrs
-    kernel = tuple(op.inputs[1].shape[2:])
+    x_shape, w_shape = op.inputs[0].shape, op.inputs[1].shape
+    kernel = tuple(w_shape[2:])
+    group = attrs.get("group", 1)
     strides = attrs.get("strides") or (1,) * len(kernel)
     pads = attrs.get("pads") if attrs.get("auto_pad", "NOTSET") == "NOTSET" else None
     padding = [(0, 0)] * len(kernel) if not pads else \
         [(pads[i], pads[i + len(kernel)]) for i in range(len(kernel))]
-    return is_pointwise(kernel, strides, padding, attrs.get("group", 1))
+    return (is_pointwise(kernel, strides, padding, group)
+            or is_grouped_pointwise(kernel, strides, padding, group)
+            or (len(x_shape) > 1 and is_depthwise(x_shape[1], w_shape[1], kernel, group)))
 
 
 def pointwise_conv(x: Any, w: Any) -> Any:

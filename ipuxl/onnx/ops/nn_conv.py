@@ -1,8 +1,10 @@
 """ONNX operators: convolutions (Conv, ConvTranspose, ConvInteger, QLinearConv, DeformConv).
 
 Every convolution lowers to ``jax.lax.conv_general_dilated`` in ONNX's NC(D)HW / OI(D)HW
-layouts; :func:`spatial_pads` turns ONNX's ``pads``/``auto_pad`` into per-axis
-``(begin, end)`` pairs and is shared with the pooling operators (:mod:`.nn_pool`).
+layouts, but for the kinds XLA:CPU runs slowly: pointwise ones are matrix products
+(:mod:`.conv_pointwise`), depthwise and grouped pointwise ones are written out
+(:mod:`ipuxl.grouped_conv`); :func:`spatial_pads` turns ONNX's ``pads``/``auto_pad``
+into per-axis ``(begin, end)`` pairs and is shared with the pooling operators (:mod:`.nn_pool`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,12 @@ import numpy as np
 from jax import lax
 
 from ipuxl import storage_layout
+from ipuxl.grouped_conv import (
+    depthwise_conv,
+    grouped_pointwise_conv,
+    is_depthwise,
+    is_grouped_pointwise,
+)
 from ipuxl.onnx.ops.conv_pointwise import is_pointwise, keeps_kernel, pointwise_conv
 from ipuxl.onnx.registry import onnx_op
 from ipuxl.tensor import TensorSpec
@@ -155,8 +163,14 @@ def conv(x: Any, w: Any, b: Any = None, *, auto_pad: str = "NOTSET",
                                            dilations=dilations, pads=pads,
                                            auto_pad=auto_pad, kernel_shape=kernel_shape)
     padding = spatial_pads(x.shape[2:], kernel, strides, dilations, pads, auto_pad)
-    if is_pointwise(kernel, strides, padding, group) and x.dtype == w.dtype:
-        return _bias(pointwise_conv(x, w), b)  # a matrix product (see conv_pointwise)
+    if x.dtype == w.dtype and w.shape[0] % group == 0 and x.shape[1] == w.shape[1] * group:
+        if is_pointwise(kernel, strides, padding, group):
+            return _bias(pointwise_conv(x, w), b)  # a matrix product (see conv_pointwise)
+        if is_grouped_pointwise(kernel, strides, padding, group):
+            return _bias(grouped_pointwise_conv(x, w, group), b)  # see ipuxl.grouped_conv
+        if is_depthwise(x.shape[1], w.shape[1], kernel, group):
+            return _bias(depthwise_conv(x, w, strides=strides, padding=padding,
+                                        dilations=dilations), b)
     y = _conv(x, w, strides=strides, padding=padding, dilations=dilations, group=group)
     return _bias(y, b)
 
