@@ -246,3 +246,16 @@ def test_a_session_multiplies_its_stored_weights_rows_first(monkeypatch, layouts
     with session:
         y = session.run({x_stream: X})[y_stream]
     np.testing.assert_allclose(y, X @ W + B, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (7, 5), (3, 4096), (1030, 777), (2049, 17),
+                                   (4100, 33)])
+def test_the_upload_transpose_copies_every_element(shape):
+    """The strip-wise, multi-threaded transpose of an upload (``to_device``) and its
+    inverse on the way back (``to_host``) give NumPy's ``.T``, for shapes that do not
+    divide into strips or threads evenly."""
+    matrix = RNG.standard_normal(shape).astype(np.float32)
+    stored = storage_layout.to_device(matrix, (1, 0))
+    assert stored.flags.c_contiguous
+    np.testing.assert_array_equal(stored, matrix.T)
+    np.testing.assert_array_equal(storage_layout.to_host(stored, (1, 0)), matrix)
