@@ -34,7 +34,9 @@ largest magnitude of onnxruntime's output); a model whose outputs disagree is re
 executable called directly (no Session: the program's own time), ipuxl with the
 float initializers imported as constants instead of variables, and ipuxl with every
 variable stored as the model stores it (``IPUXL_STORAGE_LAYOUTS=0``: no ``[N, K]`` dense
-weights or HWIO kernels, see ``ipuxl/storage_layout.py``).
+weights or HWIO kernels, see ``ipuxl/storage_layout.py``), and ipuxl compiled with XLA's
+default options (``IPUXL_XLA_OPTIONS=0``: YNNPACK's convolutions kept, see
+``ipuxl/xla_options.py``).
 
 ``--device gpu`` runs both on the GPU instead: ipuxl's Session on JAX's first GPU (a
 ``jax.Device`` as the Session's device), onnxruntime with its ``CUDAExecutionProvider``
@@ -238,6 +240,7 @@ class IpuxlSide:
     path: str
     constants: bool = False
     stored_layouts: bool = True  # False: IPUXL_STORAGE_LAYOUTS=0 for this Session
+    xla_options: bool = True  # False: IPUXL_XLA_OPTIONS=0 (XLA's default options)
     device: Any = "cpu"  # or a jax.Device (--device gpu)
     session: Any = None
     program: Any = None
@@ -257,16 +260,19 @@ class IpuxlSide:
             known = {n: a for n, a in arrays.items() if is_weight(a)}
         self.program = model_to_ir(self.path, known_inputs=known,
                                    input_shapes={n: a.shape for n, a in inputs.items()})
-        previous = os.environ.get("IPUXL_STORAGE_LAYOUTS")
-        os.environ["IPUXL_STORAGE_LAYOUTS"] = "1" if self.stored_layouts else "0"
+        switches = {"IPUXL_STORAGE_LAYOUTS": self.stored_layouts,
+                    "IPUXL_XLA_OPTIONS": self.xla_options}
+        previous = {name: os.environ.get(name) for name in switches}
+        os.environ.update({name: "1" if on else "0" for name, on in switches.items()})
         try:
             self.session = ipuxl.Session(self.program.ir, self.device,
                                          weights_to_host_on_exit=False)
         finally:
-            if previous is None:
-                del os.environ["IPUXL_STORAGE_LAYOUTS"]
-            else:
-                os.environ["IPUXL_STORAGE_LAYOUTS"] = previous
+            for name, value in previous.items():
+                if value is None:
+                    del os.environ[name]
+                else:
+                    os.environ[name] = value
         self.session.__enter__()
         self.feed = {self.program.inputs[n]: a for n, a in inputs.items()}
         results = self.session.run(self.feed)
@@ -447,7 +453,8 @@ def profile_ipuxl(path: str, inputs: dict[str, np.ndarray], mine: IpuxlSide, the
     executable, the Session with the weights imported as constants, and the Session with
     every weight stored as the model stores it (no storage layouts)."""
     extra = {"constants": placement.ipuxl(path, constants=True),
-             "as stored": placement.ipuxl(path, stored_layouts=False)}
+             "as stored": placement.ipuxl(path, stored_layouts=False),
+             "xla defaults": placement.ipuxl(path, xla_options=False)}
     for side in extra.values():
         side.open(inputs)
     sides = {"session": mine.run, "executable": mine.raw_call(), "onnxruntime": theirs.run,
@@ -488,7 +495,9 @@ def print_row(result: Result) -> None:
               f"weights as constants {format_seconds(p['constants median'])} "
               f"({p['constants / ort']:.2f}x)", end="", flush=True)
         print(f", no storage layouts {format_seconds(p['as stored median'])} "
-              f"({p['as stored / ort']:.2f}x)", flush=True)
+              f"({p['as stored / ort']:.2f}x), XLA's default options "
+              f"{format_seconds(p['xla defaults median'])} ({p['xla defaults / ort']:.2f}x)",
+              flush=True)
 
 
 def gpu_placement(onnxruntime: Any) -> Placement | None:
