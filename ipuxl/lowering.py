@@ -583,6 +583,7 @@ def fingerprint(ir: Ir, device: str) -> str:
     digest.update(format_ir(ir, locations=False, data=False).encode())
     digest.update(f"|{ir.num_host_transfers}|{ir.replication_factor}|{device}|".encode())
     digest.update(f"|layouts={storage_layout.enabled()}|".encode())
+    digest.update(f"|channels_last={storage_layout.channels_last_enabled()}|".encode())
     digest.update(f"|precision={jax.config.jax_default_matmul_precision}|".encode())
     digest.update(f"|xla_options={xla_options.policy()}|".encode())
     for buffer in ir._remote_buffers.values():

@@ -49,6 +49,12 @@ def enabled() -> bool:
     return os.environ.get("IPUXL_STORAGE_LAYOUTS", "1").strip() != "0"
 
 
+def channels_last_enabled() -> bool:
+    """Whether ONNX convolution networks are traced channels-last
+    (:mod:`ipuxl.onnx.channels_last`; ``IPUXL_CHANNELS_LAST``, on unless ``0``)."""
+    return os.environ.get("IPUXL_CHANNELS_LAST", "1").strip() != "0"
+
+
 # When a dense weight is worth storing [N, K] (benchmarks/README.md, storage layouts):
 # XLA:CPU repacks a [K, N] weight on every call, which costs about as much as a matmul
 # with a few rows, so the layout pays for a large weight read by few rows (an MLP at
@@ -201,8 +207,21 @@ _TRACE = threading.local()
 
 def begin_trace() -> None:
     """Forget the stored weights of an earlier trace (a Session calls this as it starts
-    tracing its program)."""
+    tracing its program), and run the hooks of :func:`on_trace_start`."""
     _TRACE.transposed = {}
+    for hook in _TRACE_STARTS:
+        hook()
+
+
+# Functions run as a program's trace starts: other per-trace layout tables
+# (``ipuxl.onnx.channels_last``) forget the earlier trace's values.
+_TRACE_STARTS: list[Any] = []
+
+
+def on_trace_start(hook: Any) -> None:
+    """Run ``hook()`` each time :func:`begin_trace` runs."""
+    if hook not in _TRACE_STARTS:
+        _TRACE_STARTS.append(hook)
 
 
 def in_program(value: Any, perm: Permutation | None) -> Any:

@@ -8,8 +8,8 @@ convolutions, reductions). YNNPACK's products are what the dense layers are tune
 steady latency with and without them): alexnet 65 -> 33 ms, densenet121 119 -> 85,
 resnet50 144 -> 125, squeezenet 19.5 -> 15.1, zfnet512 86 -> 67, inception_v2 64 -> 53,
 vgg19 413 -> 373, inception_v1 and shufflenet unchanged. So a program with a
-convolution is compiled with XLA's default less the convolutions
-(:data:`CONVOLUTION_OPTIONS`; keeping YNNPACK's reductions or not measured the same);
+convolution is compiled with YNNPACK for its products only (:data:`CONVOLUTION_OPTIONS`:
+YNNPACK's reduction fusions absorb neighbouring convolutions);
 any other program gets XLA's defaults. The choice is per compile
 (``Lowered.compile(compiler_options=...)``), not a process-wide flag.
 
@@ -32,9 +32,11 @@ __all__ = ["CONVOLUTION_OPTIONS", "compile", "for_jaxpr", "for_stablehlo", "poli
 _LOG = logging.getLogger(__name__)
 
 _YNN = "xla_cpu_experimental_ynn_fusion_type"
-# XLA's default (individual dots and convolutions, reductions) minus convolutions:
-# products and reductions stay with YNNPACK, convolutions go to XLA's own (Eigen).
-CONVOLUTION_OPTIONS = {_YNN: "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT,LIBRARY_FUSION_TYPE_REDUCE"}
+# YNNPACK for the products only: convolutions go to XLA's own (Eigen). Reductions leave
+# YNNPACK too: its reduction fusions take in neighbouring convolutions (a max pool
+# between channels-last convolutions pulled most of VGG19 into one YNNPACK fusion,
+# 1.3x slower).
+CONVOLUTION_OPTIONS = {_YNN: "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT"}
 
 _CONVOLUTION_PRIMITIVES = frozenset({"conv_general_dilated"})
 _refused = False  # set when this jaxlib refused an option: no options from then on

@@ -18,6 +18,13 @@ from ipuxl.onnx.ops.conv_pointwise import is_pointwise  # noqa: E402
 RNG = np.random.default_rng(11)
 
 
+@pytest.fixture(autouse=True)
+def traced_nchw(monkeypatch):
+    """The NCHW lowering these tests check: 2-D networks are otherwise traced
+    channels-last (tests/test_onnx_channels_last.py), where a 1x1 kernel is read HWIO."""
+    monkeypatch.setenv("IPUXL_CHANNELS_LAST", "0")
+
+
 def conv_model(x_shape, w, bias=None, **attrs):
     inits = [numpy_helper.from_array(w, "w")]
     inputs = ["x", "w"]

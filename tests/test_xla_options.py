@@ -41,7 +41,7 @@ def test_a_convolution_anywhere_in_the_program_picks_the_options(auto):
         return lax.fori_loop(0, 2, body, x)
 
     assert xla_options.for_jaxpr(_jaxpr(in_a_loop, x, w), "cpu") == {
-        YNN: "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT,LIBRARY_FUSION_TYPE_REDUCE"}
+        YNN: "LIBRARY_FUSION_TYPE_INDIVIDUAL_DOT"}
 
 
 def test_no_options_without_a_convolution_or_off_the_cpu(auto):

@@ -50,6 +50,7 @@ import jax
 import numpy as np
 
 from ipuxl import dtypes
+from ipuxl.onnx import channels_last
 from ipuxl.onnx.session_keywords import SESSION_KEYWORDS
 from ipuxl.op import OpDef
 from ipuxl.tensor import TensorSpec
@@ -251,6 +252,12 @@ def _signature(tensors: Sequence[Any], slots: str | None, static: tuple,
 
 def _make_opdef(rule: Rule) -> OpDef:
     def lower(*arrays: Any, slots: str | None = None, static: tuple = (), **attrs: Any) -> Any:
+        if rule.domain == "ai.onnx":  # a convolution network's path, traced channels-last
+            result = channels_last.lower(
+                rule.op_type, lambda given: call_rule(rule, given, slots, static, attrs),
+                arrays, slots, attrs)
+            if result is not None:
+                return result
         result = call_rule(rule, arrays, slots, static, attrs)
         return tuple(result) if isinstance(result, (list, tuple)) else result
 
