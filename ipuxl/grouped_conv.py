@@ -60,40 +60,56 @@ def _accumulator(dtype: Any) -> Any:
 
 
 def depthwise_conv(x: Any, w: Any, *, strides: Sequence[int],
-                   padding: Sequence[tuple[int, int]], dilations: Sequence[int]) -> Any:
-    """The depthwise convolution of ``x`` (``[N, C, *spatial]``) with ``w`` (``[C * m, 1,
-    *k]``: output channel ``o`` reads input channel ``o // m``), in ``x``'s type."""
-    batch, channels, *spatial = x.shape
+                   padding: Sequence[tuple[int, int]], dilations: Sequence[int],
+                   channels_last: bool = False) -> Any:
+    """The depthwise convolution of ``x`` (``[N, C, *spatial]``, or ``[N, *spatial, C]``
+    with ``channels_last``, the result likewise) with ``w`` (``[C * m, 1, *k]``: output
+    channel ``o`` reads input channel ``o // m``), in ``x``'s type."""
+    rank = x.ndim - 2
+    axis = x.ndim - 1 if channels_last else 1
+    spatial_axes = list(range(1, 1 + rank)) if channels_last else list(range(2, 2 + rank))
+    channels, spatial = x.shape[axis], [x.shape[a] for a in spatial_axes]
     outputs, kernel = w.shape[0], tuple(w.shape[2:])
-    rank = len(kernel)
     multiplier = outputs // channels
     acc_type = _accumulator(x.dtype)
-    padded = jnp.pad(x.astype(acc_type), [(0, 0), (0, 0), *[tuple(p) for p in padding]])
+    pads = [(0, 0)] * x.ndim
+    for a, p in zip(spatial_axes, padding):
+        pads[a] = tuple(p)
+    padded = jnp.pad(x.astype(acc_type), pads)
     if multiplier > 1:  # output channel o = c * m + j reads input channel c
-        padded = jnp.repeat(padded, multiplier, axis=1)
+        padded = jnp.repeat(padded, multiplier, axis=axis)
     out_sizes = [(size + lo + hi - d * (k - 1) - 1) // s + 1 for size, (lo, hi), k, s, d
                  in zip(spatial, padding, kernel, strides, dilations)]
     taps = w.astype(acc_type)
+    scale_shape = [1] * x.ndim
+    scale_shape[axis] = outputs
     total = None
     for offsets in itertools.product(*(range(k) for k in kernel)):
-        start = [0, 0, *(o * d for o, d in zip(offsets, dilations))]
-        limit = [batch, outputs, *(b + (n - 1) * s + 1 for b, n, s
-                                   in zip(start[2:], out_sizes, strides))]
-        window = lax.slice(padded, start, limit, [1, 1, *strides])
-        scale = jnp.reshape(taps[(slice(None), 0, *offsets)], (1, outputs) + (1,) * rank)
-        term = window * scale
+        start, limit, step = [0] * x.ndim, list(padded.shape), [1] * x.ndim
+        for a, o, d, n, s in zip(spatial_axes, offsets, dilations, out_sizes, strides):
+            start[a], limit[a], step[a] = o * d, o * d + (n - 1) * s + 1, s
+        window = lax.slice(padded, start, limit, step)
+        term = window * jnp.reshape(taps[(slice(None), 0, *offsets)], scale_shape)
         total = term if total is None else total + term
     return total.astype(x.dtype)
 
 
-def grouped_pointwise_conv(x: Any, w: Any, group: int) -> Any:
-    """The pointwise convolution of ``x`` (``[N, I, *spatial]``) with ``w`` (``[O, I /
-    group, 1, ...]``) in ``group`` groups, as one product batched over the groups."""
-    batch, channels, *spatial = x.shape
+def grouped_pointwise_conv(x: Any, w: Any, group: int, channels_last: bool = False) -> Any:
+    """The pointwise convolution of ``x`` (``[N, I, *spatial]``, or ``[N, *spatial, I]``
+    with ``channels_last``, the result likewise) with ``w`` (``[O, I / group, 1, ...]``)
+    in ``group`` groups, as one product batched over the groups."""
     outputs = w.shape[0]
-    per_in, per_out = channels // group, outputs // group
-    flat = jnp.reshape(x, (batch, group, per_in, -1))
-    weights = jnp.reshape(w, (group, per_out, per_in))
+    weights = jnp.reshape(w, (group, outputs // group, -1))  # [g, O/g, I/g]
+    if channels_last:
+        *leading, channels = x.shape
+        rows = jnp.reshape(x, (-1, group, channels // group))  # [N*S, g, I/g]
+        product = lax.dot_general(rows, weights, (((2,), (2,)), ((1,), (0,))),
+                                  precision=lax.Precision.HIGHEST,
+                                  preferred_element_type=_accumulator(x.dtype))  # [g, NS, O/g]
+        product = jnp.transpose(product, (1, 0, 2)).astype(x.dtype)
+        return jnp.reshape(product, (*leading, outputs))
+    batch, channels, *spatial = x.shape
+    flat = jnp.reshape(x, (batch, group, channels // group, -1))
     product = lax.dot_general(weights, flat, (((2,), (2,)), ((0,), (1,))),
                               precision=lax.Precision.HIGHEST,
                               preferred_element_type=_accumulator(x.dtype))  # [g, O/g, N, S]

@@ -21,7 +21,7 @@ RNG = np.random.default_rng(11)
 @pytest.fixture(autouse=True)
 def traced_nchw(monkeypatch):
     """The NCHW lowering these tests check: 2-D networks are otherwise traced
-    channels-last (tests/test_onnx_channels_last.py), where a 1x1 kernel is read HWIO."""
+    channels-last (tests/test_onnx_channels_last.py)."""
     monkeypatch.setenv("IPUXL_CHANNELS_LAST", "0")
 
 

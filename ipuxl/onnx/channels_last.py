@@ -13,7 +13,8 @@ needs the NCHW value (an output, a ``Reshape``, any operator without a rule here
 one. Nothing changes in the Ir, in the IPU model or in the results' layout; the sums of
 a convolution run in another order, so results may differ in the last bits.
 
-Ops with twins (:func:`lower`): ``Conv`` (one group, 2-D, float), elementwise operators
+Ops with twins (:func:`lower`): ``Conv`` (2-D, float; one group, or the depthwise and
+grouped pointwise kinds of :mod:`ipuxl.grouped_conv`), elementwise operators
 (``Relu``, ``Add``, ``Mul``, ... : the rule itself applied to the twins, other inputs
 permuted as NumPy broadcasting reads them), ``BatchNormalization`` (inference),
 ``MaxPool``/``AveragePool`` (2-D, one output), the global pools and ``Concat`` over
@@ -32,7 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from ipuxl import storage_layout
+from ipuxl import grouped_conv, storage_layout
 
 __all__ = ["begin_trace", "enabled", "lower"]
 
@@ -122,13 +123,15 @@ def lower(op_type: str, call: Callable[[Sequence[Any]], Any], arrays: Sequence[A
 
 
 def _conv(arrays: Sequence[Any], attrs: dict[str, Any]) -> Any:
+    from ipuxl.onnx.ops.conv_pointwise import is_pointwise
     from ipuxl.onnx.ops.nn_conv import spatial_pads, window_attributes
 
     x, w = arrays[0], arrays[1]
     b = arrays[2] if len(arrays) > 2 else None
-    if (np.ndim(x) != 4 or np.ndim(w) != 4 or int(attrs.get("group", 1)) != 1
-            or x.dtype != w.dtype or not jnp.issubdtype(x.dtype, jnp.floating)
-            or x.shape[1] != w.shape[1]):
+    group = int(attrs.get("group", 1))
+    if (np.ndim(x) != 4 or np.ndim(w) != 4 or x.dtype != w.dtype or group < 1
+            or not jnp.issubdtype(x.dtype, jnp.floating) or x.shape[1] != w.shape[1] * group
+            or w.shape[0] % group):
         return None
     kernel = tuple(w.shape[2:])
     strides, dilations = window_attributes(
@@ -137,10 +140,25 @@ def _conv(arrays: Sequence[Any], attrs: dict[str, Any]) -> Any:
         kernel_shape=attrs.get("kernel_shape"))
     padding = spatial_pads(x.shape[2:], kernel, strides, dilations, attrs.get("pads"),
                            attrs.get("auto_pad", "NOTSET"))
-    y = lax.conv_general_dilated(
-        _last(x), jnp.transpose(w, (2, 3, 1, 0)), window_strides=tuple(strides),
-        padding=[tuple(p) for p in padding], rhs_dilation=tuple(dilations),
-        dimension_numbers=("NHWC", "HWIO", "NHWC"), precision=lax.Precision.HIGHEST)
+    if group == 1 and is_pointwise(kernel, strides, padding, group):
+        # A product over the channels with the kernel as ONNX stores it, [O, I] (the
+        # orientation YNNPACK reads without repacking it), rather than the convolution:
+        # XLA rewrites that into Eigen's product, whose last columns round differently
+        # from the others, so equal channels would not stay equal.
+        y = lax.dot_general(_last(x), jnp.reshape(w, w.shape[:2]), (((3,), (1,)), ((), ())),
+                            precision=lax.Precision.HIGHEST)
+    elif group == 1:
+        y = lax.conv_general_dilated(
+            _last(x), jnp.transpose(w, (2, 3, 1, 0)), window_strides=tuple(strides),
+            padding=[tuple(p) for p in padding], rhs_dilation=tuple(dilations),
+            dimension_numbers=("NHWC", "HWIO", "NHWC"), precision=lax.Precision.HIGHEST)
+    elif grouped_conv.is_grouped_pointwise(kernel, strides, padding, group):
+        y = grouped_conv.grouped_pointwise_conv(_last(x), w, group, channels_last=True)
+    elif grouped_conv.is_depthwise(x.shape[1], w.shape[1], kernel, group):
+        y = grouped_conv.depthwise_conv(_last(x), w, strides=strides, padding=padding,
+                                        dilations=dilations, channels_last=True)
+    else:
+        return None  # XLA's grouped convolution, NCHW
     if b is not None:
         y = y + jnp.reshape(b, (1, 1, 1, -1)).astype(y.dtype)
     return _adopt(y)

@@ -37,14 +37,11 @@ def keeps_kernel(op: Any) -> bool:
     one group or several, or a depthwise one (:mod:`ipuxl.grouped_conv`). A ``1 x 1``
     kernel pads nothing with any ``auto_pad`` at stride 1."""
     from ipuxl.grouped_conv import is_depthwise, is_grouped_pointwise
-    from ipuxl.onnx import channels_last
 
     attrs = op.attrs
     x_shape, w_shape = op.inputs[0].shape, op.inputs[1].shape
     kernel = tuple(w_shape[2:])
     group = attrs.get("group", 1)
-    if channels_last.enabled() and len(w_shape) == 4 and int(group) == 1:
-        return False  # traced as an NHWC convolution, which reads the kernel HWIO
     strides = attrs.get("strides") or (1,) * len(kernel)
     pads = attrs.get("pads") if attrs.get("auto_pad", "NOTSET") == "NOTSET" else None
     padding = [(0, 0)] * len(kernel) if not pads else \
