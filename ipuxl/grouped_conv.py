@@ -94,21 +94,12 @@ def depthwise_conv(x: Any, w: Any, *, strides: Sequence[int],
     return total.astype(x.dtype)
 
 
-def grouped_pointwise_conv(x: Any, w: Any, group: int, channels_last: bool = False) -> Any:
-    """The pointwise convolution of ``x`` (``[N, I, *spatial]``, or ``[N, *spatial, I]``
-    with ``channels_last``, the result likewise) with ``w`` (``[O, I / group, 1, ...]``)
-    in ``group`` groups, as one product batched over the groups."""
+def grouped_pointwise_conv(x: Any, w: Any, group: int) -> Any:
+    """The pointwise convolution of ``x`` (``[N, I, *spatial]``) with ``w`` (``[O, I /
+    group, 1, ...]``) in ``group`` groups, as one product batched over the groups."""
+    batch, channels, *spatial = x.shape
     outputs = w.shape[0]
     weights = jnp.reshape(w, (group, outputs // group, -1))  # [g, O/g, I/g]
-    if channels_last:
-        *leading, channels = x.shape
-        rows = jnp.reshape(x, (-1, group, channels // group))  # [N*S, g, I/g]
-        product = lax.dot_general(rows, weights, (((2,), (2,)), ((1,), (0,))),
-                                  precision=lax.Precision.HIGHEST,
-                                  preferred_element_type=_accumulator(x.dtype))  # [g, NS, O/g]
-        product = jnp.transpose(product, (1, 0, 2)).astype(x.dtype)
-        return jnp.reshape(product, (*leading, outputs))
-    batch, channels, *spatial = x.shape
     flat = jnp.reshape(x, (batch, group, channels // group, -1))
     product = lax.dot_general(weights, flat, (((2,), (2,)), ((0,), (1,))),
                               precision=lax.Precision.HIGHEST,

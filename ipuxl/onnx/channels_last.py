@@ -13,8 +13,8 @@ needs the NCHW value (an output, a ``Reshape``, any operator without a rule here
 one. Nothing changes in the Ir, in the IPU model or in the results' layout; the sums of
 a convolution run in another order, so results may differ in the last bits.
 
-Ops with twins (:func:`lower`): ``Conv`` (2-D, float; one group, or the depthwise and
-grouped pointwise kinds of :mod:`ipuxl.grouped_conv`), elementwise operators
+Ops with twins (:func:`lower`): ``Conv`` (2-D, float; one group, or depthwise as
+:mod:`ipuxl.grouped_conv` writes it), elementwise operators
 (``Relu``, ``Add``, ``Mul``, ... : the rule itself applied to the twins, other inputs
 permuted as NumPy broadcasting reads them), ``BatchNormalization`` (inference),
 ``MaxPool``/``AveragePool`` (2-D, one output), the global pools and ``Concat`` over
@@ -152,13 +152,11 @@ def _conv(arrays: Sequence[Any], attrs: dict[str, Any]) -> Any:
             _last(x), jnp.transpose(w, (2, 3, 1, 0)), window_strides=tuple(strides),
             padding=[tuple(p) for p in padding], rhs_dilation=tuple(dilations),
             dimension_numbers=("NHWC", "HWIO", "NHWC"), precision=lax.Precision.HIGHEST)
-    elif grouped_conv.is_grouped_pointwise(kernel, strides, padding, group):
-        y = grouped_conv.grouped_pointwise_conv(_last(x), w, group, channels_last=True)
     elif grouped_conv.is_depthwise(x.shape[1], w.shape[1], kernel, group):
         y = grouped_conv.depthwise_conv(_last(x), w, strides=strides, padding=padding,
                                         dilations=dilations, channels_last=True)
-    else:
-        return None  # XLA's grouped convolution, NCHW
+    else:  # XLA's grouped convolution, or a grouped 1x1 one (its NHWC product measured
+        return None  # slower than the NCHW one of ipuxl.grouped_conv on ShuffleNet)
     if b is not None:
         y = y + jnp.reshape(b, (1, 1, 1, -1)).astype(y.dtype)
     return _adopt(y)
