@@ -6,18 +6,14 @@ convolution's."""
 
 from __future__ import annotations
 
-import itertools
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from jax import lax
 
-import ipuxl as popxl
-
 onnx = pytest.importorskip("onnx")
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from conv_helpers import conv_model, reference_conv, run_conv  # noqa: E402
 
 from ipuxl import grouped_conv  # noqa: E402
 from ipuxl.grouped_conv import (  # noqa: E402
@@ -26,52 +22,8 @@ from ipuxl.grouped_conv import (  # noqa: E402
     is_depthwise,
     is_grouped_pointwise,
 )
-from ipuxl.onnx.model_ir import model_to_ir  # noqa: E402
 
 RNG = np.random.default_rng(5)
-
-
-def reference_conv(x, w, bias, strides, pads, dilations, group):
-    """ONNX Conv in float64 NumPy: ``pads`` is ``[(begin, end), ...]`` per spatial axis."""
-    x = np.asarray(x, np.float64)
-    w = np.asarray(w, np.float64)
-    batch, channels, *spatial = x.shape
-    outputs, per_group, *kernel = w.shape
-    padded = np.pad(x, [(0, 0), (0, 0), *pads])
-    out = [(n + lo + hi - d * (k - 1) - 1) // s + 1
-           for n, (lo, hi), k, s, d in zip(spatial, pads, kernel, strides, dilations)]
-    y = np.zeros((batch, group, outputs // group, *out))
-    weights = w.reshape(group, outputs // group, per_group, *kernel)
-    for tap in itertools.product(*(range(k) for k in kernel)):
-        index = tuple(slice(t * d, t * d + (n - 1) * s + 1, s)
-                      for t, d, n, s in zip(tap, dilations, out, strides))
-        window = padded[(slice(None), slice(None), *index)]
-        window = window.reshape(batch, group, per_group, *out)
-        y += np.einsum("ngc...,goc->ngo...", window, weights[(..., *tap)])
-    y = y.reshape(batch, outputs, *out)
-    if bias is not None:
-        y += np.asarray(bias, np.float64).reshape((1, outputs) + (1,) * len(out))
-    return y
-
-
-def conv_model(x_shape, w, bias=None, dtype=TensorProto.FLOAT, **attrs):
-    inits = [numpy_helper.from_array(w, "w")]
-    inputs = ["x", "w"]
-    if bias is not None:
-        inits.append(numpy_helper.from_array(bias, "b"))
-        inputs.append("b")
-    graph = helper.make_graph(
-        [helper.make_node("Conv", inputs, ["y"], **attrs)], "g",
-        [helper.make_tensor_value_info("x", dtype, list(x_shape))],
-        [helper.make_tensor_value_info("y", dtype, None)], inits)
-    return model_to_ir(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]))
-
-
-def run(model, x):
-    with popxl.Session(model.ir, "cpu") as session:
-        layouts = dict(session._program.layouts)
-        y = session.run({model.inputs["x"]: x})[model.outputs["y"]]
-    return y, layouts
 
 
 DEPTHWISE_CASES = [
@@ -93,7 +45,7 @@ def test_depthwise_conv_matches_a_reference(x_shape, multiplier, attrs, with_bia
     w = RNG.standard_normal((channels * multiplier, 1, *kernel)).astype(np.float32)
     bias = RNG.standard_normal(channels * multiplier).astype(np.float32) if with_bias else None
     x = RNG.standard_normal(x_shape).astype(np.float32)
-    y, layouts = run(conv_model(x_shape, w, bias, group=channels, **attrs), x)
+    y, layouts = run_conv(conv_model(x_shape, w, bias, group=channels, **attrs), x)
     strides = attrs.get("strides", [1] * rank)
     dilations = attrs.get("dilations", [1] * rank)
     if attrs.get("auto_pad") == "SAME_UPPER":
@@ -118,7 +70,7 @@ def test_grouped_pointwise_conv_matches_a_reference(x_shape, group, outputs, wit
     w = RNG.standard_normal((outputs, x_shape[1] // group) + (1,) * rank).astype(np.float32)
     bias = RNG.standard_normal(outputs).astype(np.float32) if with_bias else None
     x = RNG.standard_normal(x_shape).astype(np.float32)
-    y, layouts = run(conv_model(x_shape, w, bias, group=group), x)
+    y, layouts = run_conv(conv_model(x_shape, w, bias, group=group), x)
     expected = reference_conv(x, w, bias, [1] * rank, [(0, 0)] * rank, [1] * rank, group)
     np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-5)
     assert layouts == {}
@@ -131,7 +83,7 @@ def test_other_grouped_convs_stay_convolutions():
     for w, group, pads in [
             (RNG.standard_normal((8, 4, 3, 3)).astype(np.float32), 2, [1, 1, 1, 1]),
             (RNG.standard_normal((8, 1, 9, 9)).astype(np.float32), 8, [4, 4, 4, 4])]:
-        y, layouts = run(conv_model(x.shape, w, group=group, pads=pads), x)
+        y, layouts = run_conv(conv_model(x.shape, w, group=group, pads=pads), x)
         assert list(layouts.values()) == [(2, 3, 1, 0)]
         half = w.shape[-1] // 2
         expected = reference_conv(x, w, None, [1, 1], [(half, half)] * 2, [1, 1], group)

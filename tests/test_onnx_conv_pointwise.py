@@ -7,12 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import ipuxl as popxl
-
 onnx = pytest.importorskip("onnx")
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-from ipuxl.onnx.model_ir import model_to_ir  # noqa: E402
+from conv_helpers import conv_model, run_conv  # noqa: E402
+
 from ipuxl.onnx.ops.conv_pointwise import is_pointwise  # noqa: E402
 
 RNG = np.random.default_rng(11)
@@ -25,33 +23,13 @@ def traced_nchw(monkeypatch):
     monkeypatch.setenv("IPUXL_CHANNELS_LAST", "0")
 
 
-def conv_model(x_shape, w, bias=None, **attrs):
-    inits = [numpy_helper.from_array(w, "w")]
-    inputs = ["x", "w"]
-    if bias is not None:
-        inits.append(numpy_helper.from_array(bias, "b"))
-        inputs.append("b")
-    graph = helper.make_graph(
-        [helper.make_node("Conv", inputs, ["y"], **attrs)], "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x_shape))],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
-    return model_to_ir(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]))
-
-
-def run(model, x):
-    with popxl.Session(model.ir, "cpu") as session:
-        layouts = dict(session._program.layouts)
-        y = session.run({model.inputs["x"]: x})[model.outputs["y"]]
-    return y, layouts
-
-
 @pytest.mark.parametrize("x_shape", [(1, 5, 4, 6), (3, 5, 7), (2, 5, 2, 3, 4)])
 @pytest.mark.parametrize("with_bias", [False, True])
 def test_a_pointwise_conv_is_the_channel_product(x_shape, with_bias):
     x = RNG.standard_normal(x_shape).astype(np.float32)
     w = RNG.standard_normal((4, 5) + (1,) * (len(x_shape) - 2)).astype(np.float32)
     bias = RNG.standard_normal(4).astype(np.float32) if with_bias else None
-    y, layouts = run(conv_model(x_shape, w, bias), x)
+    y, layouts = run_conv(conv_model(x_shape, w, bias), x)
     expected = np.einsum("oi,ni...->no...", w.reshape(4, 5), x)
     if with_bias:
         expected = expected + bias.reshape((1, 4) + (1,) * (len(x_shape) - 2))
@@ -65,7 +43,7 @@ def test_other_1x1_convs_stay_convolutions(attrs):
     tests/test_onnx_conv_grouped.py.)"""
     x = RNG.standard_normal((1, 5, 4, 6)).astype(np.float32)
     w = RNG.standard_normal((4, 5, 1, 1)).astype(np.float32)
-    y, layouts = run(conv_model(x.shape, w, **attrs), x)
+    y, layouts = run_conv(conv_model(x.shape, w, **attrs), x)
     assert list(layouts.values()) == [(2, 3, 1, 0)]  # HWIO for XLA's convolution
     strides = attrs.get("strides", [1, 1])
     pads = attrs.get("pads", [0, 0, 0, 0])

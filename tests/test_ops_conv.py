@@ -10,6 +10,7 @@ import importlib
 
 import numpy as np
 import pytest
+from conv_helpers import reference_conv
 
 import ipuxl as popxl
 import ipuxl.ops as ops
@@ -217,24 +218,6 @@ def test_module_example(name: str) -> None:
     assert doctest.testmod(module).failed == 0
 
 
-def _grouped_reference(x: np.ndarray, w: np.ndarray, stride, pads, dilation, groups):
-    """A grouped convolution in float64 NumPy, tap by tap and group by group."""
-    batch, channels, *spatial = x.shape
-    outputs, per_group, *kernel = w.shape
-    padded = np.pad(x, [(0, 0), (0, 0), *pads])
-    out = [(n + lo + hi - d * (k - 1) - 1) // s + 1
-           for n, (lo, hi), k, s, d in zip(spatial, pads, kernel, stride, dilation)]
-    y = np.zeros((batch, groups, outputs // groups, *out))
-    weights = w.reshape(groups, outputs // groups, per_group, *kernel)
-    for tap in np.ndindex(*kernel):
-        index = tuple(slice(t * d, t * d + (n - 1) * s + 1, s)
-                      for t, d, n, s in zip(tap, dilation, out, stride))
-        window = padded[(slice(None), slice(None), *index)].reshape(
-            batch, groups, per_group, *out)
-        y += np.einsum("ngc...,goc->ngo...", window, weights[(..., *tap)])
-    return y.reshape(batch, outputs, *out)
-
-
 def test_depthwise_and_grouped_pointwise_convs_match_a_reference() -> None:
     """ops.conv writes these out instead of XLA's grouped convolution
     (``ipuxl.grouped_conv``); the results are a grouped convolution's."""
@@ -254,7 +237,6 @@ def test_depthwise_and_grouped_pointwise_convs_match_a_reference() -> None:
                     for name, (_, _, kw, _) in cases.items()})
     for name, (_, _, kw, (stride, pads, dilation)) in cases.items():
         x, w = arrays[name]
-        expected = _grouped_reference(x.astype(np.float64), w.astype(np.float64), stride,
-                                      pads, dilation, kw["groups"])
+        expected = reference_conv(x, w, None, stride, pads, dilation, kw["groups"])
         np.testing.assert_allclose(results[name], expected, rtol=1e-5, atol=1e-5,
                                    err_msg=name)
