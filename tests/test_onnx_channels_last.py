@@ -26,6 +26,14 @@ def weight(name, shape, scale=0.3):
                                    name)
 
 
+def model_of(nodes, inits, x_shape, outputs, opset=13):
+    """A float model of ``nodes`` with one input ``x`` of ``x_shape`` and ``outputs``."""
+    graph = helper.make_graph(
+        nodes, "net", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(x_shape))],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in outputs], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
 def small_net(opset=13, reference=False):
     """Conv-BN-Relu, MaxPool, a 1x1 branch and a 3x3 branch concatenated, a residual Add
     with a ``[C, 1, 1]`` constant, AveragePool, a Reshape reading a twin's NCHW value,
@@ -84,11 +92,7 @@ def small_net(opset=13, reference=False):
         inits += [numpy_helper.from_array(values[n].reshape(8, 1, 1), n + "3")
                   for n in ("mean", "var", "scale", "beta")]
         inits.append(numpy_helper.from_array(np.array(1e-3, np.float32), "eps"))
-    graph = helper.make_graph(
-        nodes, "net", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 13, 16])],
-        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None)
-         for n in ("y", "y2", "cat", "p1")], inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    return model_of(nodes, inits, (2, 3, 13, 16), ("y", "y2", "cat", "p1"), opset)
 
 
 def run(model, feeds, monkeypatch, channels_last):
@@ -134,10 +138,7 @@ def test_the_transposes_between_layers_are_gone(monkeypatch):
              node("Conv", ["p0", "w2"], ["b"], pads=[1, 1, 1, 1]),
              node("Concat", ["shifted", "b"], ["cat"], axis=1),
              node("Conv", ["cat", "w3"], ["y"], pads=[1, 1, 1, 1])]
-    graph = helper.make_graph(
-        nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 12, 12])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model = model_of(nodes, inits, (1, 3, 12, 12), ("y",))
     x = RNG.standard_normal((1, 3, 12, 12)).astype(np.float32)
     fast, fast_text, _ = run(model, {"x": x}, monkeypatch, True)
     slow, slow_text, _ = run(model, {"x": x}, monkeypatch, False)
@@ -154,10 +155,7 @@ def test_legacy_axis_broadcasting_is_left_to_its_rule(monkeypatch):
     inits = [weight("w", (4, 2, 1, 1)), weight("b", (4,))]
     nodes = [helper.make_node("Conv", ["x", "w"], ["c"]),
              helper.make_node("Add", ["c", "b"], ["y"], broadcast=1, axis=1)]
-    graph = helper.make_graph(
-        nodes, "legacy", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 3, 5])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 6)])
+    model = model_of(nodes, inits, (1, 2, 3, 5), ("y",), opset=6)
     x = RNG.standard_normal((1, 2, 3, 5)).astype(np.float32)
     got, _, _ = run(model, {"x": x}, monkeypatch, True)
     w = numpy_helper.to_array(inits[0]).reshape(4, 2)

@@ -19,8 +19,8 @@ Ops with twins (:func:`lower`): ``Conv`` (2-D, float; one group, or depthwise as
 permuted as NumPy broadcasting reads them), ``BatchNormalization`` (inference),
 ``MaxPool``/``AveragePool`` (2-D, one output), the global pools and ``Concat`` over
 channels. A twin is looked up by the identity of the NCHW array that its op returned,
-in a table of the current trace (:func:`begin_trace`). ``IPUXL_CHANNELS_LAST=0`` turns
-it off.
+in a table of the current trace (emptied by :func:`ipuxl.storage_layout.begin_trace`).
+``IPUXL_CHANNELS_LAST=0`` turns it off.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from jax import lax
 
 from ipuxl import grouped_conv, storage_layout
 
-__all__ = ["begin_trace", "enabled", "lower"]
+__all__ = ["enabled", "lower"]
 
 _TO_LAST = (0, 2, 3, 1)    # NCHW -> NHWC
 _TO_FIRST = (0, 3, 1, 2)   # NHWC -> NCHW
@@ -61,13 +61,7 @@ def enabled() -> bool:
     return storage_layout.channels_last_enabled()
 
 
-def begin_trace() -> None:
-    """Forget the twins of an earlier trace (run by
-    :func:`ipuxl.storage_layout.begin_trace` as a program's trace starts)."""
-    _forget()
-
-
-storage_layout.on_trace_start(_forget)
+storage_layout.on_trace_start(_forget)  # each program's trace starts with no twins
 
 
 def _twin(x: Any) -> Any:
@@ -124,22 +118,16 @@ def lower(op_type: str, call: Callable[[Sequence[Any]], Any], arrays: Sequence[A
 
 def _conv(arrays: Sequence[Any], attrs: dict[str, Any]) -> Any:
     from ipuxl.onnx.ops.conv_pointwise import is_pointwise
-    from ipuxl.onnx.ops.nn_conv import spatial_pads, window_attributes
+    from ipuxl.onnx.ops.nn_conv import conv_window, window_of
 
     x, w = arrays[0], arrays[1]
     b = arrays[2] if len(arrays) > 2 else None
     group = int(attrs.get("group", 1))
-    if (np.ndim(x) != 4 or np.ndim(w) != 4 or x.dtype != w.dtype or group < 1
-            or not jnp.issubdtype(x.dtype, jnp.floating) or x.shape[1] != w.shape[1] * group
-            or w.shape[0] % group):
+    if (np.ndim(x) != 4 or np.ndim(w) != 4 or not jnp.issubdtype(x.dtype, jnp.floating)
+            or not grouped_conv.channels_fit(x, w, group)):
         return None
     kernel = tuple(w.shape[2:])
-    strides, dilations = window_attributes(
-        4, kernel, strides=attrs.get("strides"), dilations=attrs.get("dilations"),
-        pads=attrs.get("pads"), auto_pad=attrs.get("auto_pad", "NOTSET"),
-        kernel_shape=attrs.get("kernel_shape"))
-    padding = spatial_pads(x.shape[2:], kernel, strides, dilations, attrs.get("pads"),
-                           attrs.get("auto_pad", "NOTSET"))
+    strides, dilations, padding = conv_window(x.shape, kernel, **window_of(attrs))
     if group == 1 and is_pointwise(kernel, strides, padding, group):
         # A product over the channels with the kernel as ONNX stores it, [O, I] (the
         # orientation YNNPACK reads without repacking it), rather than the convolution:

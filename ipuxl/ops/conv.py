@@ -244,8 +244,7 @@ def _dimension_numbers(rank: int) -> tuple[str, str, str]:
 def _conv_arrays(x: jax.Array, w: jax.Array, **attrs: Any) -> jax.Array:
     geometry = _conv_geometry("conv", x.shape[2:], w.shape[2:], **attrs)
     groups = attrs["groups"]
-    if (groups > 1 and x.dtype == w.dtype and x.shape[1] == w.shape[1] * groups
-            and w.shape[0] % groups == 0):  # the kinds XLA:CPU runs slowly, written out
+    if groups > 1 and grouped_conv.channels_fit(x, w, groups):  # kinds XLA:CPU runs slowly
         kernel = w.shape[2:]
         if grouped_conv.is_grouped_pointwise(kernel, geometry.stride, geometry.pads, groups):
             return grouped_conv.grouped_pointwise_conv(x, w, groups)

@@ -18,6 +18,7 @@ from jax import lax
 
 from ipuxl import storage_layout
 from ipuxl.grouped_conv import (
+    channels_fit,
     depthwise_conv,
     grouped_pointwise_conv,
     is_depthwise,
@@ -50,6 +51,20 @@ def spatial_pads(in_shape: Sequence[int], kernel: Sequence[int], strides: Sequen
         return [(0, 0)] * n
     return [(int(pads[i]), int(pads[i + n])) for i in range(n)]
 
+
+
+def conv_window(x_shape: Sequence[int], kernel: Sequence[int], *, strides: Any = None,
+                dilations: Any = None, pads: Any = None, auto_pad: str = "NOTSET",
+                kernel_shape: Any = None) -> tuple[tuple[int, ...], tuple[int, ...],
+                                                   list[tuple[int, int]]]:
+    """A convolution's checked window (:func:`window_attributes`) and its padding
+    (:func:`spatial_pads`) for an input of ``x_shape``: ``(strides, dilations,
+    padding)``."""
+    strides, dilations = window_attributes(len(x_shape), kernel, strides=strides,
+                                           dilations=dilations, pads=pads,
+                                           auto_pad=auto_pad, kernel_shape=kernel_shape)
+    return strides, dilations, spatial_pads(x_shape[2:], kernel, strides, dilations, pads,
+                                            auto_pad)
 
 _AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 
@@ -125,6 +140,14 @@ def _bias(y: Any, b: Any) -> Any:
     return y + jnp.reshape(b, (1, -1) + (1,) * (y.ndim - 2)).astype(y.dtype)
 
 
+def window_of(attrs: dict[str, Any]) -> dict[str, Any]:
+    """The window attributes of a convolution node's ``attrs``, as :func:`conv_window`
+    takes them."""
+    return {"strides": attrs.get("strides"), "dilations": attrs.get("dilations"),
+            "pads": attrs.get("pads"), "auto_pad": attrs.get("auto_pad", "NOTSET"),
+            "kernel_shape": attrs.get("kernel_shape")}
+
+
 def _conv_types(tensors: Sequence[Any], slots: str | None, attrs: dict[str, Any]
                 ) -> list[TensorSpec] | None:
     """Conv's output type without tracing: ``[N, M, *spatial]``, each spatial size
@@ -139,12 +162,7 @@ def _conv_types(tensors: Sequence[Any], slots: str | None, attrs: dict[str, Any]
             or w.shape[0] % group):
         return None
     kernel = tuple(w.shape[2:])
-    strides, dilations = window_attributes(
-        len(x.shape), kernel, strides=attrs.get("strides"), dilations=attrs.get("dilations"),
-        pads=attrs.get("pads"), auto_pad=attrs.get("auto_pad", "NOTSET"),
-        kernel_shape=attrs.get("kernel_shape"))
-    padding = spatial_pads(x.shape[2:], kernel, strides, dilations, attrs.get("pads"),
-                           attrs.get("auto_pad", "NOTSET"))
+    strides, dilations, padding = conv_window(x.shape, kernel, **window_of(attrs))
     spatial = [(size + lo + hi - d * (k - 1) - 1) // s + 1 for size, (lo, hi), k, s, d
                in zip(x.shape[2:], padding, kernel, strides, dilations)]
     if min(spatial, default=1) < 1:
@@ -159,11 +177,10 @@ def conv(x: Any, w: Any, b: Any = None, *, auto_pad: str = "NOTSET",
          kernel_shape: Sequence[int] | None = None, pads: Sequence[int] | None = None,
          strides: Sequence[int] | None = None) -> Any:
     kernel = tuple(w.shape[2:])
-    strides, dilations = window_attributes(x.ndim, kernel, strides=strides,
-                                           dilations=dilations, pads=pads,
-                                           auto_pad=auto_pad, kernel_shape=kernel_shape)
-    padding = spatial_pads(x.shape[2:], kernel, strides, dilations, pads, auto_pad)
-    if x.dtype == w.dtype and w.shape[0] % group == 0 and x.shape[1] == w.shape[1] * group:
+    strides, dilations, padding = conv_window(
+        x.shape, kernel, strides=strides, dilations=dilations, pads=pads, auto_pad=auto_pad,
+        kernel_shape=kernel_shape)
+    if channels_fit(x, w, group):
         if is_pointwise(kernel, strides, padding, group):
             return _bias(pointwise_conv(x, w), b)  # a matrix product (see conv_pointwise)
         if is_grouped_pointwise(kernel, strides, padding, group):
@@ -268,10 +285,9 @@ def _zero_point(z: Any, ndim: int) -> Any:
 def _integer_conv(x: Any, w: Any, xz: Any, wz: Any, *, auto_pad: str, dilations: Any,
                   group: int, pads: Any, strides: Any, kernel_shape: Any) -> Any:
     kernel = tuple(w.shape[2:])
-    strides, dilations = window_attributes(x.ndim, kernel, strides=strides,
-                                           dilations=dilations, pads=pads,
-                                           auto_pad=auto_pad, kernel_shape=kernel_shape)
-    padding = spatial_pads(x.shape[2:], kernel, strides, dilations, pads, auto_pad)
+    strides, dilations, padding = conv_window(
+        x.shape, kernel, strides=strides, dilations=dilations, pads=pads, auto_pad=auto_pad,
+        kernel_shape=kernel_shape)
     xi = x.astype(jnp.int32) - (jnp.zeros((), jnp.int32) if xz is None
                                 else jnp.reshape(xz.astype(jnp.int32), ()))
     wi = w.astype(jnp.int32) - _zero_point(wz, w.ndim)
