@@ -33,10 +33,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from ipuxl.context import get_current_context
+from ipuxl.onnx import folding
 from ipuxl.onnx.errors import NeedsValueError, OnnxImportError, UnsupportedModelError
 from ipuxl.onnx.ops.popart_checks import (
     PopartOpError,
@@ -44,7 +44,14 @@ from ipuxl.onnx.ops.popart_checks import (
     session_check,
     session_output_types,
 )
-from ipuxl.onnx.registry import Rule, call_rule, canonical_domain, dtype_of, find_rule
+from ipuxl.onnx.registry import (
+    Rule,
+    call_rule,
+    canonical_domain,
+    dtype_of,
+    find_rule,
+    signature,
+)
 from ipuxl.onnx.session_keywords import keyword_arguments
 from ipuxl.onnx.structure import check_structure
 from ipuxl.onnx.tensors import dense_array, tensor_array
@@ -422,7 +429,7 @@ class Importer:
         made once per graph and name)."""
         if isinstance(value, Tensor):
             return value
-        import ipuxl
+        from ipuxl.tensor_factories import constant as new_constant
 
         graph = get_current_context().graph
         # One constant per graph, name and value object (subgraphs may reuse a name for
@@ -434,8 +441,8 @@ class Importer:
             if self._folded.get(id(value)) is value:
                 constant = adopted_constant(array, dtype_of(array.dtype), name)
             else:
-                constant = ipuxl.constant(array, dtype=dtype_of(array.dtype), name=name,
-                                          downcast=False)
+                constant = new_constant(array, dtype=dtype_of(array.dtype), name=name,
+                                        downcast=False)
             found = (value, constant)
             self._constants[key] = found
         return found[1]
@@ -529,8 +536,14 @@ class Importer:
             # The platform's name, not ``jax.devices("cpu")``: folding NumPy values
             # needs no JAX backend, so importing does not start one.
             with jax.enable_x64(True), jax.default_device("cpu"):
-                arrays = [jnp.asarray(np.asarray(v)) for _, v in dynamic]
-                result = call_rule(rule, arrays, "".join(slots), statics, attrs)
+                layout = "".join(slots)
+                arrays = [np.asarray(v) for _, v in dynamic]
+                # Static inputs are part of the key: only small ones (shapes, axes).
+                small = sum(np.asarray(s).nbytes for s in statics) <= 4096
+                known = signature(arrays, layout, tuple(statics), attrs) if small else None
+                result = folding.evaluate(
+                    lambda *given: call_rule(rule, given, layout, statics, attrs), arrays,
+                    key=None if known is None else (id(rule), known), family=id(rule))
                 results = result if isinstance(result, (list, tuple)) else (result,)
                 arrays = [np.asarray(r) for r in results]
                 for array in arrays:

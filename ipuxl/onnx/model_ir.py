@@ -91,9 +91,10 @@ def model_to_ir(model: Any, *, input_shapes: Mapping[str, Sequence[int]] | None 
     """
     from jax import tree_util
 
-    import ipuxl
     from ipuxl import ops
+    from ipuxl.ir import Ir
     from ipuxl.onnx.ops.sequence import is_structure
+    from ipuxl.streams import d2h_stream, h2d_stream
 
     loaded = load_model(model)
     source, model = model_source(model, loaded), loaded
@@ -105,7 +106,7 @@ def model_to_ir(model: Any, *, input_shapes: Mapping[str, Sequence[int]] | None 
     graph = model.graph
     known_inputs = dict(known_inputs or {})
     arrays = initializer_arrays(graph)
-    ir = ipuxl.Ir()
+    ir = Ir()
     env: dict[str, Any] = {}
     streams_in, streams_out, weights = {}, {}, {}
     importer = Importer(opsets_of(model), source=source)
@@ -129,14 +130,14 @@ def model_to_ir(model: Any, *, input_shapes: Mapping[str, Sequence[int]] | None 
                 for index, leaf in enumerate(leaves):
                     leaf_name = f"{info.name}.{index}"
                     array = np.asarray(leaf)
-                    stream = ipuxl.h2d_stream(array.shape, dtype_of(array.dtype),
+                    stream = h2d_stream(array.shape, dtype_of(array.dtype),
                                               name=leaf_name)
                     streams_in[leaf_name] = stream
                     loaded.append(ops.host_load(stream, leaf_name))
                 env[info.name] = tree_util.tree_unflatten(tree, loaded)
                 continue
             shape, dtype = value_info_spec(info, input_shapes)
-            stream = ipuxl.h2d_stream(shape, dtype_of(dtype), name=info.name)
+            stream = h2d_stream(shape, dtype_of(dtype), name=info.name)
             streams_in[info.name] = stream
             env[info.name] = ops.host_load(stream, info.name)
         importer.run(graph, env)
@@ -151,13 +152,13 @@ def model_to_ir(model: Any, *, input_shapes: Mapping[str, Sequence[int]] | None 
                 leaves, structures[name] = tree_util.tree_flatten(env[name])
                 for index, leaf in enumerate(leaves):
                     tensor = importer.tensor(f"{name}.{index}", leaf)
-                    stream = ipuxl.d2h_stream(tensor.shape, tensor.dtype,
+                    stream = d2h_stream(tensor.shape, tensor.dtype,
                                               name=f"{name}.{index}")
                     ops.host_store(stream, tensor)
                     streams_out[f"{name}.{index}"] = stream
                 continue
             tensor = importer.tensor(name, env[name])
-            stream = ipuxl.d2h_stream(tensor.shape, tensor.dtype, name=name)
+            stream = d2h_stream(tensor.shape, tensor.dtype, name=name)
             ops.host_store(stream, tensor)
             streams_out[name] = stream
     return ModelIr(ir, streams_in, streams_out, weights, model, structures)

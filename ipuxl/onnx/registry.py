@@ -230,7 +230,7 @@ def call_rule(rule: Rule, arrays: Sequence[Any], slots: str | None, static: Sequ
 _KNOWN_TYPES_LIMIT = 4096  # signatures remembered per rule
 
 
-def _signature(tensors: Sequence[Any], slots: str | None, static: tuple,
+def signature(tensors: Sequence[Any], slots: str | None, static: tuple,
                attrs: dict[str, Any]) -> Any:
     """A hashable key of everything a rule's output types depend on, or None when an
     attribute is not plain data (a subgraph, a function): then the types are traced."""
@@ -271,7 +271,7 @@ def _make_opdef(rule: Rule) -> OpDef:
             stated = rule.types(tensors, slots, attrs)
             if stated is not None:
                 return stated
-        key = _signature(tensors, slots, static, attrs)
+        key = signature(tensors, slots, static, attrs)
         if key is not None and key in known_types:
             return list(known_types[key])
         specs = [jax.ShapeDtypeStruct(t.shape, t.dtype.jax_dtype) for t in tensors]
