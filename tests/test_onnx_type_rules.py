@@ -210,3 +210,54 @@ def test_matmul_leaves_mismatched_inputs_to_tracing():
     assert matmul.types([TensorSpec((2, 3), dtypes.int32), TensorSpec((3, 4), dtypes.int32)],
                         None, {}) is None
     assert matmul.types([TensorSpec((), f32), TensorSpec((3,), f32)], None, {}) is None
+
+
+def rules_named(*op_types):
+    found = [rule for op_type in op_types for rule in registry._RULES[("ai.onnx", op_type)]]
+    assert all(rule.types is not None for rule in found)
+    return found
+
+
+@pytest.mark.parametrize("shapes", [[(2, 3)], [(2, 3), (3,)], [(1, 3), (2, 1), ()],
+                                    [(4, 1, 5), (3, 1), (1, 5)]])
+def test_variadic_rules_state_what_tracing_gives(shapes):
+    for rule in rules_named("Sum", "Mean", "Max", "Min"):
+        specs = [TensorSpec(s, dtypes.float32) for s in shapes]
+        assert rule.types(specs, None, {}) == traced(rule, specs, {}), rule.name
+
+
+def test_variadic_rules_leave_what_they_do_not_cover_to_tracing():
+    (rule, *_) = rules_named("Sum")
+    f32 = TensorSpec((2,), dtypes.float32)
+    assert rule.types([f32, TensorSpec((3,), dtypes.float32)], None, {}) is None
+    assert rule.types([f32, TensorSpec((2,), dtypes.float16)], None, {}) is None
+    assert rule.types([TensorSpec((2,), dtypes.int32)], None, {}) is None
+    assert rule.types([f32], None, {"consumed_inputs": [0]}) is None
+    assert rule.types([], None, {}) is None
+
+
+@pytest.mark.parametrize("shape, axis", [((2, 3), None), ((2, 3, 4), 0), ((5,), -1),
+                                         ((2, 3, 4), -3), ((2, 3, 4), 2)])
+def test_softmax_rules_state_what_tracing_gives(shape, axis):
+    attrs = {} if axis is None else {"axis": axis}
+    for rule in rules_named("Softmax", "LogSoftmax"):
+        specs = [TensorSpec(shape, dtypes.float16)]
+        assert rule.types(specs, None, attrs) == traced(rule, specs, attrs), rule.name
+
+
+def test_softmax_rules_leave_bad_axes_and_scalars_to_tracing():
+    for rule in rules_named("Softmax", "LogSoftmax"):
+        assert rule.types([TensorSpec((2, 3), dtypes.float32)], None, {"axis": 2}) is None
+        assert rule.types([TensorSpec((2, 3), dtypes.float32)], None, {"axis": -3}) is None
+        assert rule.types([TensorSpec((), dtypes.float32)], None, {}) is None
+        assert rule.types([TensorSpec((2, 3), dtypes.int32)], None, {}) is None
+
+
+@pytest.mark.parametrize("shape, size", [((1, 8, 5, 5), 3), ((2, 4, 6), 5), ((2, 3), 1)])
+def test_lrn_states_what_tracing_gives(shape, size):
+    (rule, *_) = rules_named("LRN")
+    specs = [TensorSpec(shape, dtypes.float32)]
+    attrs = {"size": size}
+    assert rule.types(specs, None, attrs) == traced(rule, specs, attrs)
+    assert rule.types([TensorSpec((4,), dtypes.float32)], None, attrs) is None
+    assert rule.types(specs, None, {"size": 0}) is None

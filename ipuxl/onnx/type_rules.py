@@ -19,7 +19,8 @@ import numpy as np
 
 from ipuxl.tensor import TensorSpec
 
-__all__ = ["same_float", "broadcast_float", "concatenated", "transposed", "gemm", "matmul"]
+__all__ = ["same_float", "broadcast_float", "variadic_float", "along_axis", "windowed_channels",
+           "concatenated", "transposed", "gemm", "matmul"]
 
 
 def _floating(tensor: Any) -> bool:
@@ -46,6 +47,47 @@ def broadcast_float(tensors: Sequence[Any], slots: str | None, attrs: dict[str, 
     except ValueError:
         return None  # traced, which raises the operator's error
     return [TensorSpec(tuple(shape), tensors[0].dtype)]
+
+
+def variadic_float(tensors: Sequence[Any], slots: str | None, attrs: dict[str, Any]
+                   ) -> list[TensorSpec] | None:
+    """Any number of inputs of one floating-point type, NumPy-broadcast (``Sum``,
+    ``Mean``, ``Max``, ``Min``; the legacy ``consumed_inputs`` attribute is traced)."""
+    if (slots is not None or not tensors or "consumed_inputs" in attrs
+            or not _floating(tensors[0]) or any(t.dtype != tensors[0].dtype for t in tensors)):
+        return None
+    try:
+        shape = np.broadcast_shapes(*(tuple(t.shape) for t in tensors))
+    except ValueError:
+        return None
+    return [TensorSpec(tuple(shape), tensors[0].dtype)]
+
+
+def along_axis(default: int) -> Any:
+    """One floating-point input of rank >= 1 and an ``axis`` within it (``default``
+    without one), one output of its shape and type (``Softmax``, ``LogSoftmax``)."""
+
+    def types(tensors: Sequence[Any], slots: str | None, attrs: dict[str, Any]
+              ) -> list[TensorSpec] | None:
+        if slots is not None or len(tensors) != 1 or not _floating(tensors[0]):
+            return None
+        rank = len(tensors[0].shape)
+        if not rank or not -rank <= int(attrs.get("axis", default)) < rank:
+            return None
+        return [TensorSpec(tuple(tensors[0].shape), tensors[0].dtype)]
+
+    return types
+
+
+def windowed_channels(tensors: Sequence[Any], slots: str | None, attrs: dict[str, Any]
+                      ) -> list[TensorSpec] | None:
+    """One floating-point input of rank >= 2 (``[N, C, ...]``) and a positive window
+    ``size``: one output of its shape and type (``LRN``)."""
+    if slots is not None or len(tensors) != 1 or not _floating(tensors[0]):
+        return None
+    if len(tensors[0].shape) < 2 or int(attrs.get("size", 1)) < 1:
+        return None
+    return [TensorSpec(tuple(tensors[0].shape), tensors[0].dtype)]
 
 
 def concatenated(tensors: Sequence[Any], slots: str | None, attrs: dict[str, Any]

@@ -260,7 +260,7 @@ def _variadic(op_type: str, since: tuple[int, ...], fn: Any, mean: bool = False)
 
     rule.__name__ = rule.__qualname__ = op_type.lower()
     rule.__doc__ = f"ONNX {op_type} of any number of inputs (NumPy broadcasting)."
-    onnx_op(op_type, since=since)(rule)
+    onnx_op(op_type, since=since, types=type_rules.variadic_float)(rule)
 
 
 _variadic("Max", (1, 6, 8, 12, 13), jnp.maximum)

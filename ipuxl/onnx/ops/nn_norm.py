@@ -22,6 +22,7 @@ from jax import lax
 
 from ipuxl.onnx.ops.popart_checks import refuse
 from ipuxl.onnx.registry import draw_key, onnx_op
+from ipuxl.onnx.type_rules import windowed_channels
 from ipuxl.tensor import TensorSpec
 
 __all__ = ["batch_norm_check", "running_statistics"]
@@ -225,7 +226,7 @@ def group_norm(x: Any, scale: Any, bias: Any, *, epsilon: float = 1e-5,
     return _group_norm(x, scale, bias, num_groups, epsilon, dtype, per_group=False)
 
 
-@onnx_op("LRN", since=(1, 13), kind="norm")
+@onnx_op("LRN", since=(1, 13), kind="norm", types=windowed_channels)
 def lrn(x: Any, *, alpha: float = 1e-4, beta: float = 0.75, bias: float = 1.0,
         size: int = 1) -> Any:
     before, after = (size - 1) // 2, size - 1 - (size - 1) // 2

@@ -24,6 +24,7 @@ from jax import lax
 from ipuxl.onnx.ops.popart_checks import axes_check, axis_check
 from ipuxl.onnx.ops.tensor import norm_axes, norm_axis
 from ipuxl.onnx.registry import onnx_op
+from ipuxl.onnx.type_rules import along_axis
 
 __all__ = ["REDUCERS"]
 
@@ -254,22 +255,22 @@ def _hardmax(x: Any, axis: int) -> Any:
     return (positions == first).astype(x.dtype)
 
 
-@onnx_op("Softmax", since=(1, 11), kind="reduce", check=axis_check(1))
+@onnx_op("Softmax", since=(1, 11), kind="reduce", check=axis_check(1), types=along_axis(1))
 def softmax_v1(x: Any, *, axis: int = 1) -> Any:
     return _coerced(_softmax)(x, axis)
 
 
-@onnx_op("Softmax", since=13, kind="reduce", check=axis_check(-1))
+@onnx_op("Softmax", since=13, kind="reduce", check=axis_check(-1), types=along_axis(-1))
 def softmax(x: Any, *, axis: int = -1) -> Any:
     return _softmax(x, axis)
 
 
-@onnx_op("LogSoftmax", since=(1, 11), kind="reduce", check=axis_check(1))
+@onnx_op("LogSoftmax", since=(1, 11), kind="reduce", check=axis_check(1), types=along_axis(1))
 def log_softmax_v1(x: Any, *, axis: int = 1) -> Any:
     return _coerced(_log_softmax)(x, axis)
 
 
-@onnx_op("LogSoftmax", since=13, kind="reduce", check=axis_check(-1))
+@onnx_op("LogSoftmax", since=13, kind="reduce", check=axis_check(-1), types=along_axis(-1))
 def log_softmax(x: Any, *, axis: int = -1) -> Any:
     return _log_softmax(x, axis)
 
