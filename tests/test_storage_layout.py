@@ -259,3 +259,19 @@ def test_the_upload_transpose_copies_every_element(shape):
     assert stored.flags.c_contiguous
     np.testing.assert_array_equal(stored, matrix.T)
     np.testing.assert_array_equal(storage_layout.to_host(stored, (1, 0)), matrix)
+
+
+@pytest.mark.parametrize("shape, perm", [((7, 5), (1, 0)), ((0, 3), (1, 0)),
+                                         ((3, 4, 5, 6), (2, 3, 1, 0)), ((2, 3, 4), (0, 2, 1))])
+def test_an_uploaded_layout_is_a_new_aligned_array_the_device_shares(shape, perm):
+    """What ``to_device`` makes is new and starts on a 64-byte boundary, so JAX's CPU
+    client takes it as the device buffer without a copy; the host's array is not shared."""
+    import jax
+
+    array = RNG.standard_normal(shape).astype(np.float32)
+    stored = storage_layout.to_device(array, perm)
+    assert stored.flags.c_contiguous and (stored.ctypes.data % 64 == 0 or not stored.size)
+    assert not np.shares_memory(stored, array)
+    np.testing.assert_array_equal(stored, np.transpose(array, perm))
+    on_device = jax.device_put(stored, jax.devices("cpu")[0])
+    np.testing.assert_array_equal(np.asarray(on_device), np.transpose(array, perm))
