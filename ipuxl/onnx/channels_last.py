@@ -163,7 +163,8 @@ def _batch_norm(arrays: Sequence[Any], attrs: dict[str, Any]) -> Any:
 
 
 def _pool(arrays: Sequence[Any], attrs: dict[str, Any], average: bool) -> Any:
-    from ipuxl.onnx.ops.nn_pool import _counts, _lowest, pool_geometry
+    from ipuxl.onnx.ops.nn_pool import _counts, pool_geometry
+    from ipuxl.window_max import window_max
 
     x = arrays[0]
     kernel = tuple(int(k) for k in attrs.get("kernel_shape", ()))
@@ -188,9 +189,8 @@ def _pool(arrays: Sequence[Any], attrs: dict[str, Any], average: bool) -> Any:
                          int(attrs.get("count_include_pad", 0)))
         y = total / jnp.asarray(counts[None, :, :, None], x.dtype)
     else:
-        y = lax.reduce_window(twin, _lowest(x.dtype), lax.max, (1, *kernel, 1),
-                              (1, *strides, 1), ((0, 0), *cover, (0, 0)),
-                              window_dilation=(1, *dilations, 1))
+        y = window_max(twin, (1, *kernel, 1), (1, *strides, 1), ((0, 0), *cover, (0, 0)),
+                       (1, *dilations, 1))
         y = y[:, :out[0], :out[1], :]
     return _adopt(y)
 

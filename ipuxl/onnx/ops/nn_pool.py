@@ -19,6 +19,7 @@ from jax import lax
 from ipuxl.onnx.ops.nn_conv import spatial_pads, window_attributes
 from ipuxl.onnx.registry import onnx_op
 from ipuxl.tensor import TensorSpec
+from ipuxl.window_max import lowest
 
 
 def pool_geometry(in_shape: Sequence[int], kernel: Sequence[int], strides: Any,
@@ -119,13 +120,6 @@ def _window_sum(x: Any, kernel: Sequence[int], strides: Sequence[int],
     return total
 
 
-def _lowest(dtype: Any) -> np.ndarray:
-    """The identity of max (a NumPy scalar, so JAX sees a monoid it can differentiate)."""
-    if jnp.issubdtype(dtype, jnp.floating):
-        return np.array(-np.inf, dtype)
-    return np.array(jnp.iinfo(dtype).min, dtype)
-
-
 def _counts(in_shape: Sequence[int], onnx_pads: Any, kernel: Any, strides: Any,
             dilations: Any, out: Any, include_pad: int) -> np.ndarray:
     """How many elements each window averages (NumPy, known at import time): the
@@ -196,7 +190,7 @@ def _argmax_window(x: Any, kernel: Any, strides: Any, dilations: Any, cover: Any
 
     padding = ((0, 0), (0, 0)) + tuple(cover)
     _, index = lax.reduce_window(
-        (x, jnp.asarray(idx)), (_lowest(x.dtype), np.array(big, np.int64)), pick,
+        (x, jnp.asarray(idx)), (lowest(x.dtype), np.array(big, np.int64)), pick,
         (1, 1) + tuple(kernel), (1, 1) + tuple(strides), padding,
         window_dilation=(1, 1) + tuple(dilations))
     return index[(slice(None), slice(None)) + tuple(slice(0, o) for o in out)]
@@ -210,7 +204,7 @@ def max_pool(x: Any, *, auto_pad: str = "NOTSET", ceil_mode: int = 0,
     kernel = tuple(kernel_shape)
     out, _, cover, strides, dilations = pool_geometry(
         x.shape[2:], kernel, strides, dilations, pads, auto_pad, ceil_mode)
-    y = _window(x, _lowest(x.dtype), lax.max, kernel, strides, dilations, cover, out)
+    y = _window(x, lowest(x.dtype), lax.max, kernel, strides, dilations, cover, out)
     if num_outputs < 2:
         return y
     return y, _argmax_window(x, kernel, strides, dilations, cover, out, storage_order)
@@ -284,7 +278,7 @@ def max_roi_pool(x: Any, rois: Any, *, pooled_shape: Sequence[int] = (),
     in_w = (cols >= ws[:, :, None]) & (cols < we[:, :, None])  # (R, pw, W)
     img = x[batch]  # (R, C, H, W)
     sel = in_h[:, None, :, None, :, None] & in_w[:, None, None, :, None, :]
-    vals = jnp.where(sel, img[:, :, None, None, :, :], _lowest(x.dtype))
+    vals = jnp.where(sel, img[:, :, None, None, :, :], lowest(x.dtype))
     y = jnp.max(vals, axis=(4, 5))
     empty = ~(jnp.any(in_h, -1)[:, :, None] & jnp.any(in_w, -1)[:, None, :])
     return jnp.where(empty[:, None], jnp.zeros((), x.dtype), y)
