@@ -179,3 +179,33 @@ def test_import_folds_new_shapes_without_compiling():
     assert compiles == []
     for size in sizes:
         assert program.outputs[f"y{size}"].shape == (size, 1, 1)
+
+
+def test_a_result_never_shares_the_inputs_memory(no_jax):
+    given = np.arange(12, dtype=np.int64)
+    results = folded(lambda a: (a, a.reshape(3, 4), a[2:5]), given)
+    for result in results:
+        assert not np.shares_memory(result, given)
+    np.testing.assert_array_equal(results[1], given.reshape(3, 4))
+
+
+def test_folding_a_known_input_leaves_the_users_array_alone():
+    pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    from ipuxl.onnx.model_ir import model_to_ir
+
+    nodes = [helper.make_node("Identity", ["k"], ["i"]),
+             helper.make_node("Reshape", ["k", "shape"], ["r"]),
+             helper.make_node("Add", ["x", "i"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.INT64, [4]),
+                     helper.make_tensor_value_info("k", TensorProto.INT64, [4]),
+                     helper.make_tensor_value_info("shape", TensorProto.INT64, [1])],
+        [helper.make_tensor_value_info("y", TensorProto.INT64, [4]),
+         helper.make_tensor_value_info("r", TensorProto.INT64, [4])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    known = np.arange(4, dtype=np.int64)
+    model_to_ir(model, known_inputs={"k": known, "shape": np.array([4])})
+    assert known.flags.writeable
+    known[0] = 7  # still the user's to change

@@ -65,6 +65,10 @@ def evaluate(fn: Callable[..., Any], arrays: Sequence[np.ndarray], key: Any = No
         flat = _run(closed.jaxpr, closed.consts, list(arrays))
     except _NoTwin:
         return _eagerly(fn, arrays)
+    # A result is the importer's own, as JAX's would be: never an input (the caller's
+    # array, which the importer marks read-only) nor a view of one.
+    flat = [value.copy() if any(np.may_share_memory(value, a) for a in arrays) else value
+            for value in flat]
     return jax.tree_util.tree_unflatten(tree, flat)
 
 
