@@ -130,8 +130,7 @@ def model_to_ir(model: Any, *, input_shapes: Mapping[str, Sequence[int]] | None 
                 for index, leaf in enumerate(leaves):
                     leaf_name = f"{info.name}.{index}"
                     array = np.asarray(leaf)
-                    stream = h2d_stream(array.shape, dtype_of(array.dtype),
-                                              name=leaf_name)
+                    stream = h2d_stream(array.shape, dtype_of(array.dtype), name=leaf_name)
                     streams_in[leaf_name] = stream
                     loaded.append(ops.host_load(stream, leaf_name))
                 env[info.name] = tree_util.tree_unflatten(tree, loaded)
@@ -152,8 +151,7 @@ def model_to_ir(model: Any, *, input_shapes: Mapping[str, Sequence[int]] | None 
                 leaves, structures[name] = tree_util.tree_flatten(env[name])
                 for index, leaf in enumerate(leaves):
                     tensor = importer.tensor(f"{name}.{index}", leaf)
-                    stream = d2h_stream(tensor.shape, tensor.dtype,
-                                              name=f"{name}.{index}")
+                    stream = d2h_stream(tensor.shape, tensor.dtype, name=f"{name}.{index}")
                     ops.host_store(stream, tensor)
                     streams_out[f"{name}.{index}"] = stream
                 continue
