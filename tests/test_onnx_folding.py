@@ -87,6 +87,11 @@ TWINNED = {
     "abs sign": (lambda a: (jnp.abs(a), jnp.sign(a)), I64),
     "integer reductions": (lambda a: (a.sum(0), a.prod(1), a.max(), a.min(0)), I64),
     "boolean reductions": (lambda a: (a.all(0), a.any(1)), BOOL),
+    "empty arrays": (lambda a, e: (jnp.concatenate([a[:, :0], e], axis=1), e.reshape(0),
+                                   jnp.take(a, jnp.zeros((0,), jnp.int64), axis=0)),
+                     I64, np.zeros((3, 0), np.int64)),
+    "scalars": (lambda a: (a.reshape(()), jnp.broadcast_to(a.reshape(()), (2, 2)) * 3),
+                np.array([5], np.int32)),
 }
 
 
