@@ -111,6 +111,8 @@ HANDED_TO_JAX = {
     "max of signed zeros": (lambda a: jnp.maximum(a * 0, -(a * 0)), F32),
     "subnormal": (lambda a: a * np.float32(1e-39), F32),
     "needs a concrete value": (lambda a: jnp.zeros(int(a[0]), jnp.int64), np.array([3])),
+    "index past int32": (lambda a, i: jnp.take(a, i, axis=0, mode="fill"), I64,
+                         np.array([2**32 + 1, 1], np.int64)),
 }
 
 

@@ -275,6 +275,8 @@ def _gather(eqn: Any, operand: np.ndarray, indices: np.ndarray) -> np.ndarray:
         raise _NoTwin("gather with batching dimensions")
     if indices.dtype.kind not in "iu":
         raise _NoTwin("gather with non-integer indices")
+    if indices.size and (int(indices.min()) < -2**31 or int(indices.max()) >= 2**31):
+        raise _NoTwin("an index past int32, which JAX may narrow first")
     sizes = tuple(params["slice_sizes"])
     vectors = indices.reshape(-1, indices.shape[-1]) if indices.ndim else indices.reshape(1, 1)
     if len(vectors) > _GATHER_WINDOWS_LIMIT:
@@ -288,11 +290,9 @@ def _gather(eqn: Any, operand: np.ndarray, indices: np.ndarray) -> np.ndarray:
             start[dimension] = int(vector[position])
         limits = [operand.shape[d] - sizes[d] for d in range(operand.ndim)]
         if fill and any(not 0 <= start[d] <= limits[d] for d in numbers.start_index_map):
-            value = params["fill_value"]
-            if value is None:
-                value = np.nan if operand.dtype.kind in "fV" else (
-                    np.iinfo(operand.dtype).min if operand.dtype.kind in "iu" else True)
-            windows.append(np.full(window_shape, value, operand.dtype))
+            if params["fill_value"] is None:  # jax.lax.gather always names it
+                raise _NoTwin("gather fill without a value")
+            windows.append(np.full(window_shape, params["fill_value"], operand.dtype))
             continue
         start = [min(max(s, 0), limit) for s, limit in zip(start, limits)]
         window = operand[tuple(slice(s, s + n) for s, n in zip(start, sizes))]
