@@ -6,7 +6,9 @@ The same maximum taken elementwise over the window's 9 strided slices of the pad
 input is one fused, vectorised loop: 0.21 ms (measured on the 2-core machine; 4.8x for
 SqueezeNet's first pool, 2.7x for its last).
 
-ONNX's channels-last MaxPool (:mod:`ipuxl.onnx.channels_last`) uses it. NCHW pools keep
+ONNX's channels-last MaxPool (:mod:`ipuxl.onnx.channels_last`) uses it. The slices
+themselves (:func:`window_slices`) also give AveragePool's small-window sums and PopXL's
+dilated max pool. NCHW pools keep
 ``reduce_window``: there the slices changed XLA's layouts around them (AlexNet's LRN was
 fused into a transposing copy: 1.1-1.2x slower), while NHWC values already have theirs.
 
@@ -21,8 +23,8 @@ own derivative is used.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
-from functools import partial
 from typing import Any
 
 import jax
@@ -30,11 +32,11 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-__all__ = ["window_max", "lowest"]
+__all__ = ["window_max", "window_slices", "lowest", "MOST_SLICES"]
 
-# Windows with more elements than this are left to reduce_window (a global pool's 7x7
-# window is 49 slices; far larger windows would make programs long to compile).
-_MOST_SLICES = 64
+#: Windows with more elements than this are left to reduce_window (a global pool's 7x7
+#: window is 49 slices; far larger windows would make programs long to compile).
+MOST_SLICES = 64
 
 
 def lowest(dtype: Any) -> np.ndarray:
@@ -55,7 +57,7 @@ def window_max(x: Any, window: Sequence[int], strides: Sequence[int],
     window, strides = tuple(int(w) for w in window), tuple(int(s) for s in strides)
     padding = tuple((int(lo), int(hi)) for lo, hi in padding)
     dilation = tuple(int(d) for d in dilation) if dilation is not None else (1,) * x.ndim
-    if int(np.prod(window)) > _MOST_SLICES or any(lo < 0 or hi < 0 for lo, hi in padding):
+    if int(np.prod(window)) > MOST_SLICES or any(lo < 0 or hi < 0 for lo, hi in padding):
         return _reduce_window_max(x, window, strides, padding, dilation)
     if any(d != 1 for d in dilation):
         return _slices_max(x, window, strides, padding, dilation)
@@ -68,6 +70,17 @@ def _reduce_window_max(x: Any, window: tuple[int, ...], strides: tuple[int, ...]
                              window_dilation=dilation)
 
 
+def window_slices(padded: Any, window: Sequence[int], strides: Sequence[int],
+                  dilation: Sequence[int], counts: Sequence[int]) -> Any:
+    """One strided slice of ``padded`` per window element, in the window's row-major
+    order (first element first): slice ``e`` holds element ``e`` of each of the
+    ``counts`` windows per axis (one entry of each argument per axis of ``padded``)."""
+    for offsets in np.ndindex(*window):
+        starts = [o * d for o, d in zip(offsets, dilation)]
+        stops = [b + (c - 1) * s + 1 for b, c, s in zip(starts, counts, strides)]
+        yield lax.slice(padded, starts, stops, strides)
+
+
 def _slices_max(x: Any, window: tuple[int, ...], strides: tuple[int, ...],
                 padding: tuple[tuple[int, int], ...], dilation: tuple[int, ...]) -> Any:
     # The barrier keeps x's producer (a ReLU, an LRN) out of the slices' fusion, which
@@ -78,16 +91,10 @@ def _slices_max(x: Any, window: tuple[int, ...], strides: tuple[int, ...],
     counts = [(n - span) // s + 1 for n, span, s in zip(padded.shape, spans, strides)]
     if min(counts, default=1) < 1:  # no window fits: reduce_window's empty result
         return _reduce_window_max(x, window, strides, padding, dilation)
-    result = None
-    for offsets in np.ndindex(*window):
-        starts = [o * d for o, d in zip(offsets, dilation)]
-        stops = [b + (c - 1) * s + 1 for b, c, s in zip(starts, counts, strides)]
-        part = lax.slice(padded, starts, stops, strides)
-        result = part if result is None else lax.max(result, part)
-    return result
+    return functools.reduce(lax.max, window_slices(padded, window, strides, dilation, counts))
 
 
-@partial(jax.custom_jvp, nondiff_argnums=(1, 2, 3, 4))
+@functools.partial(jax.custom_jvp, nondiff_argnums=(1, 2, 3, 4))
 def _max_like_reduce_window(x: Any, window: tuple[int, ...], strides: tuple[int, ...],
                             padding: tuple[tuple[int, int], ...],
                             dilation: tuple[int, ...]) -> Any:

@@ -25,6 +25,8 @@ in a table of the current trace (emptied by :func:`ipuxl.storage_layout.begin_tr
 
 from __future__ import annotations
 
+import functools
+import operator
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -164,7 +166,7 @@ def _batch_norm(arrays: Sequence[Any], attrs: dict[str, Any]) -> Any:
 
 def _pool(arrays: Sequence[Any], attrs: dict[str, Any], average: bool) -> Any:
     from ipuxl.onnx.ops.nn_pool import _counts, pool_geometry
-    from ipuxl.window_max import window_max
+    from ipuxl.window_max import MOST_SLICES, window_max, window_slices
 
     x = arrays[0]
     kernel = tuple(int(k) for k in attrs.get("kernel_shape", ()))
@@ -176,15 +178,13 @@ def _pool(arrays: Sequence[Any], attrs: dict[str, Any], average: bool) -> Any:
         attrs.get("auto_pad", "NOTSET"), int(attrs.get("ceil_mode", 0)))
     twin = _last(x)
     if average:
-        if int(np.prod(kernel)) > 64:
+        if int(np.prod(kernel)) > MOST_SLICES:
             return None  # the NCHW rule sums large windows with reduce_window: keep its order
         padded = jnp.pad(twin, ((0, 0), *cover, (0, 0)))
-        total = None
-        for offsets in np.ndindex(*kernel):  # in the window's order, as the NCHW rule sums
-            index = tuple(slice(o * d, o * d + (n - 1) * s + 1, s)
-                          for o, d, n, s in zip(offsets, dilations, out, strides))
-            term = padded[(slice(None), *index, slice(None))]
-            total = term if total is None else total + term
+        # In the window's order, as the NCHW rule sums.
+        total = functools.reduce(operator.add, window_slices(
+            padded, (1, *kernel, 1), (1, *strides, 1), (1, *dilations, 1),
+            (twin.shape[0], *out, twin.shape[3])))
         counts = _counts(x.shape[2:], onnx_pads, kernel, strides, dilations, out,
                          int(attrs.get("count_include_pad", 0)))
         y = total / jnp.asarray(counts[None, :, :, None], x.dtype)

@@ -32,6 +32,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -47,6 +48,7 @@ from ipuxl.ops.nn import widened
 from ipuxl.ops.type_rules import FLOAT_DTYPES, require_dtype
 from ipuxl.popart import popart_exception
 from ipuxl.tensor import Tensor, TensorSpec
+from ipuxl.window_max import window_slices
 
 __all__ = ["average_pool", "max_pool"]
 
@@ -170,13 +172,9 @@ def _dilated_max(x: jax.Array, window: _Window) -> jax.Array:
     lowest = np.array(-np.inf, x.dtype)
     edges = [(lo, hi, i - 1) for (lo, hi), i in zip(window.pads, window.in_dilations)]
     padded = lax.pad(x, lowest, [(0, 0, 0), (0, 0, 0), *edges])
-    pooled = None
-    for tap in np.ndindex(*window.kernel):
-        start = [k * d for k, d in zip(tap, window.dilation)]
-        stop = [b + (c - 1) * s + 1 for b, c, s in zip(start, window.counts, window.stride)]
-        part = lax.slice(padded, (0, 0, *start), (*x.shape[:2], *stop), (1, 1, *window.stride))
-        pooled = part if pooled is None else jnp.maximum(pooled, part)
-    return pooled
+    return functools.reduce(jnp.maximum, window_slices(
+        padded, (1, 1, *window.kernel), (1, 1, *window.stride), (1, 1, *window.dilation),
+        (*x.shape[:2], *window.counts)))
 
 
 def _max_pool(x: jax.Array, *, storage_order: str, **attrs: Any) -> jax.Array:

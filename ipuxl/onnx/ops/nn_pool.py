@@ -9,6 +9,8 @@ padding the last (partial) window needs; the output size follows ONNX's formulas
 
 from __future__ import annotations
 
+import functools
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,7 +21,7 @@ from jax import lax
 from ipuxl.onnx.ops.nn_conv import spatial_pads, window_attributes
 from ipuxl.onnx.registry import onnx_op
 from ipuxl.tensor import TensorSpec
-from ipuxl.window_max import lowest
+from ipuxl.window_max import MOST_SLICES, lowest, window_slices
 
 
 def pool_geometry(in_shape: Sequence[int], kernel: Sequence[int], strides: Any,
@@ -97,27 +99,18 @@ def _window(x: Any, init: Any, op: Any, kernel: Sequence[int], strides: Sequence
     return y[(slice(None), slice(None)) + tuple(slice(0, o) for o in out[:n])]
 
 
-_SMALL_WINDOW = 64  # windows up to this many elements are summed term by term
-
-
 def _window_sum(x: Any, kernel: Sequence[int], strides: Sequence[int],
                 dilations: Sequence[int], cover: Sequence[tuple[int, int]],
                 out: Sequence[int]) -> Any:
     """The sum of each window, added in the window's row-major order (first element
-    first) for windows of up to ``_SMALL_WINDOW`` elements, so a float average rounds as
+    first) for windows of up to ``MOST_SLICES`` elements, so a float average rounds as
     a sequential sum does (PopART's and NumPy's); larger windows use ``reduce_window``."""
-    if int(np.prod(kernel)) > _SMALL_WINDOW:
+    if int(np.prod(kernel)) > MOST_SLICES:
         return _window(x, np.array(0, x.dtype), lax.add, kernel, strides, dilations,
                        cover, out)
     padded = jnp.pad(x, ((0, 0), (0, 0)) + tuple(cover))
-    total = None
-    for offsets in np.ndindex(*kernel):
-        starts = [o * d for o, d in zip(offsets, dilations)]
-        term = padded[(slice(None), slice(None)) + tuple(
-            slice(start, start + (size - 1) * step + 1, step)
-            for start, size, step in zip(starts, out, strides))]
-        total = term if total is None else total + term
-    return total
+    return functools.reduce(operator.add, window_slices(
+        padded, (1, 1, *kernel), (1, 1, *strides), (1, 1, *dilations), (*x.shape[:2], *out)))
 
 
 def _counts(in_shape: Sequence[int], onnx_pads: Any, kernel: Any, strides: Any,
