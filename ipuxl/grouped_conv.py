@@ -23,13 +23,14 @@ in at least float32.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Sequence
 from typing import Any
 
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+
+from ipuxl.window_max import window_slices
 
 __all__ = ["MAX_TAPS", "channels_fit", "depthwise_conv", "grouped_pointwise_conv",
            "is_depthwise", "is_grouped_pointwise"]
@@ -81,23 +82,27 @@ def depthwise_conv(x: Any, w: Any, *, strides: Sequence[int],
     outputs, kernel = w.shape[0], tuple(w.shape[2:])
     multiplier = outputs // channels
     acc_type = _accumulator(x.dtype)
-    pads = [(0, 0)] * x.ndim
-    for a, p in zip(spatial_axes, padding):
-        pads[a] = tuple(p)
-    padded = jnp.pad(x.astype(acc_type), pads)
+
+    def per_axis(spatial_values: Sequence[Any], others: Sequence[Any]) -> list[Any]:
+        """``others`` (one per axis of ``x``) with the spatial axes' entries replaced."""
+        values = list(others)
+        for a, v in zip(spatial_axes, spatial_values):
+            values[a] = v
+        return values
+
+    padded = jnp.pad(x.astype(acc_type), per_axis([tuple(p) for p in padding],
+                                                  [(0, 0)] * x.ndim))
     if multiplier > 1:  # output channel o = c * m + j reads input channel c
         padded = jnp.repeat(padded, multiplier, axis=axis)
     out_sizes = [(size + lo + hi - d * (k - 1) - 1) // s + 1 for size, (lo, hi), k, s, d
                  in zip(spatial, padding, kernel, strides, dilations)]
     taps = w.astype(acc_type)
-    scale_shape = [1] * x.ndim
-    scale_shape[axis] = outputs
+    scale_shape = [outputs if a == axis else 1 for a in range(x.ndim)]
+    windows = window_slices(padded, per_axis(kernel, [1] * x.ndim),
+                            per_axis(strides, [1] * x.ndim), per_axis(dilations, [1] * x.ndim),
+                            per_axis(out_sizes, padded.shape))
     total = None
-    for offsets in itertools.product(*(range(k) for k in kernel)):
-        start, limit, step = [0] * x.ndim, list(padded.shape), [1] * x.ndim
-        for a, o, d, n, s in zip(spatial_axes, offsets, dilations, out_sizes, strides):
-            start[a], limit[a], step[a] = o * d, o * d + (n - 1) * s + 1, s
-        window = lax.slice(padded, start, limit, step)
+    for offsets, window in zip(np.ndindex(*kernel), windows):
         term = window * jnp.reshape(taps[(slice(None), 0, *offsets)], scale_shape)
         total = term if total is None else total + term
     return total.astype(x.dtype)
