@@ -4,6 +4,9 @@ Rows (interleaved rounds; ratio = median of per-round ratios of ipuxl / JAX):
 
 * steady call of a tiny function (``x + 1`` on 4 floats): target <= 1.05;
 * steady call of an MLP layer (``gelu(x @ w + b)``, 256 wide, batch 64): target <= 1.05;
+* steady call of a convolution layer (``relu(conv(x, w))``, 3x3, 64 channels, 56 x 56):
+  ``@ipuxl.jit`` chooses XLA's compile options from the program (:mod:`ipuxl.xla_options`),
+  ``jax.jit`` compiles with XLA's defaults;
 * steady call with state (a variable updated in place each call) against ``jax.jit``
   with the state passed in, donated, and returned;
 * ``ipuxl.value_and_grad`` of a two-layer MLP's loss against ``jax.value_and_grad``;
@@ -61,6 +64,17 @@ def layer(rounds: int) -> None:
     theirs = jax.jit(lambda x, w, b: jax.nn.gelu(x @ w + b))
     row("MLP layer 64x256 @ 256x256", lambda: mine(x, w, b).block_until_ready(),
         lambda: theirs(x, w, b).block_until_ready(), rounds, 200, 1.05)
+
+
+def conv_layer(rounds: int) -> None:
+    rng = np.random.default_rng(0)
+    x = jnp.asarray(rng.standard_normal((1, 64, 56, 56)), jnp.float32)
+    w = jnp.asarray(rng.standard_normal((64, 64, 3, 3)) * 0.05, jnp.float32)
+    mine = ipuxl.jit(lambda x, w: ops.relu(ops.conv(x, w, padding=(1, 1, 1, 1))))
+    theirs = jax.jit(lambda x, w: jax.nn.relu(jax.lax.conv_general_dilated(
+        x, w, (1, 1), ((1, 1), (1, 1)))))
+    row("conv layer 64x56x56, 3x3", lambda: mine(x, w).block_until_ready(),
+        lambda: theirs(x, w).block_until_ready(), rounds, 20, None)
 
 
 def stateful(rounds: int) -> None:
@@ -133,6 +147,7 @@ def main() -> int:
     print(f"jax {jax.__version__}, device {jax.devices()[0]}")
     tiny(rounds)
     layer(rounds)
+    conv_layer(rounds)
     stateful(rounds)
     training(rounds)
     first_call()

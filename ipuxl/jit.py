@@ -22,6 +22,12 @@ step on JAX's tracers:
 * JAX caches the compiled executable per signature and calls it through its C++
   dispatch, so a steady call costs what a ``jax.jit`` call costs. The Irs are kept in a
   bounded cache (``cache_size``); :attr:`JitFunction.trace_count` counts Ir builds.
+* XLA's compile options come from :mod:`ipuxl.xla_options`, chosen once per function
+  from the program of its first call (a convolution on the CPU: XLA's own convolutions,
+  1.7x faster than YNNPACK's for a 3x3, 64-channel layer; ``benchmarks/jit.py``) and
+  kept for every later signature. The first call traces the program with ``jax.jit``'s
+  ``trace``, remakes the ``jax.jit`` with ``compiler_options`` when they differ from
+  XLA's defaults, and calls it; JAX reuses the trace, so choosing costs no second trace.
 
 Arguments cross the host boundary under ``Session.run``'s rule: a value never changes on
 the way in. While JAX's 64-bit mode is off, an int64 or uint64 array, NumPy integer or
@@ -59,7 +65,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import api_util, tree_util
 
-from ipuxl import dtypes, host_values, profiling
+from ipuxl import dtypes, host_values, profiling, xla_options
 from ipuxl.context import BUILDING_HOOKS, get_current_context
 from ipuxl.ir import Ir
 from ipuxl.jit_dispatch import check_arguments, fast_call
@@ -155,25 +161,40 @@ class JitFunction:
         # Held by stateful calls (they donate the state), by Ir builds (the cache) and by
         # reads of the state; stateless calls run without it.
         self._lock = threading.RLock()
-        self._stateless = jax.jit(self._trace_stateless, static_argnums=self._static_argnums,
-                                  static_argnames=self._static_argnames,
-                                  donate_argnums=self._donate_argnums)
-        shifted = tuple(i + 1 for i in self._static_argnums)
-        self._stateful = jax.jit(self._trace_stateful, static_argnums=shifted,
-                                 static_argnames=self._static_argnames,
-                                 donate_argnums=(0, *(i + 1 for i in self._donate_argnums)))
+        # XLA's compile options (ipuxl.xla_options), chosen from the first call's program.
+        # The traced functions are bound once: JAX reuses a trace for the same function
+        # object, so the jax.jit made with the options does not trace again.
+        self._traced = (self._trace_stateless, self._trace_stateful)
+        self._options: dict[str, str] = {}
+        self._options_chosen = False
+        self._make_jits()
         self._call: Callable[..., Any] = self._stateless
         self._fast_class: type | None = None
+
+    def _make_jits(self) -> None:
+        """The ``jax.jit`` of each path (stateless, stateful), compiling with the options."""
+        options = self._options or None
+        self._stateless = jax.jit(self._traced[0], static_argnums=self._static_argnums,
+                                  static_argnames=self._static_argnames,
+                                  donate_argnums=self._donate_argnums,
+                                  compiler_options=options)
+        shifted = tuple(i + 1 for i in self._static_argnums)
+        self._stateful = jax.jit(self._traced[1], static_argnums=shifted,
+                                 static_argnames=self._static_argnames,
+                                 donate_argnums=(0, *(i + 1 for i in self._donate_argnums)),
+                                 compiler_options=options)
 
     # ----------------------------------------------------------------- calling
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         check_arguments(self, args, kwargs)
         try:
-            result = self._call(*args, **kwargs)
+            result = (self._call(*args, **kwargs) if self._options_chosen
+                      else self._first_call(args, kwargs))
         except _NeedsState as need:
             with self._lock:
                 self._add_state(need.built)
-            return self._call(*args, **kwargs)
+            return (self._call(*args, **kwargs) if self._options_chosen
+                    else self._first_call(args, kwargs))
         except TypeError:
             # Called with Tensors, from inside another jitted function or a graph being
             # built: trace the function into that graph, as nested jax.jit calls inline.
@@ -183,6 +204,44 @@ class JitFunction:
         if self._call is self._stateless and not get_current_context().graphs:
             self._go_fast()
         return result
+
+    def _first_call(self, args: tuple, kwargs: dict) -> Any:
+        """Choose the XLA options from this call's program (JAX keeps the trace, so the
+        call does not trace again), then call; where the jaxlib refuses them, call with
+        XLA's defaults."""
+        self._choose_options(args, kwargs)
+        try:
+            return self._call(*args, **kwargs)
+        except Exception as error:  # noqa: BLE001 - XLA's error type varies by version
+            if not xla_options.refused(error, self._options):
+                raise
+            with self._lock:
+                self._use_options({})
+            return self._call(*args, **kwargs)
+
+    def _choose_options(self, args: tuple, kwargs: dict) -> None:
+        """Trace this call's program and compile the function, from now on, with the
+        options :func:`ipuxl.xla_options.for_jaxpr` gives it (a program with a
+        convolution, on the CPU: XLA's own convolutions rather than YNNPACK's)."""
+        with self._lock:
+            if self._options_chosen:
+                return
+            if self._call is self._stateless:
+                traced = self._stateless.trace(*args, **kwargs)
+            else:
+                traced = self._stateful.trace(self._state, *args, **kwargs)
+            self._use_options(xla_options.for_jaxpr(traced.jaxpr, jax.default_backend()))
+            self._options_chosen = True
+
+    def _use_options(self, options: dict[str, str]) -> None:
+        if options == self._options:
+            return
+        stateless = self._call is self._stateless
+        self._options = options
+        self._make_jits()
+        if stateless:
+            self._call = self._stateless
+        self._fast_class = None  # it calls the jax.jit it was made with
 
     # A stateless function, once called, takes the fast path: its class becomes one whose
     # __call__ looks at the argument types and hands the call to JAX's C++ dispatch (see
@@ -374,6 +433,7 @@ class JitFunction:
         with self._lock:
             if built.program.variables and self._call is self._stateless:
                 self._add_state(built)
+            self._choose_options(args, kwargs)
             if self._call is self._stateless:
                 lowered = self._stateless.lower(*args, **kwargs)
             else:

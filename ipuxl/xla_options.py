@@ -11,14 +11,17 @@ vgg19 413 -> 373, inception_v1 and shufflenet unchanged. So a program with a
 convolution is compiled with YNNPACK for its products only (:data:`CONVOLUTION_OPTIONS`:
 YNNPACK's reduction fusions absorb neighbouring convolutions);
 any other program gets XLA's defaults. The choice is per compile
-(``Lowered.compile(compiler_options=...)``), not a process-wide flag.
+(``Lowered.compile(compiler_options=...)``), not a process-wide flag. An ``@ipuxl.jit``
+function chooses once, from the program of its first call, and keeps the choice for
+every signature (its ``jax.jit`` is made with them: :mod:`ipuxl.jit`).
 
 The user's setting wins: with ``xla_cpu_experimental_ynn_fusion_type`` in ``XLA_FLAGS``,
 or ``IPUXL_XLA_OPTIONS=0``, nothing is chosen. :func:`policy` names which of these
 holds; it is part of every executable's fingerprint, so a cached executable compiled
 under another policy is not reused. Only CPU programs get options. A jaxlib that does not
-know an option refuses the compile ("While setting option ..."); :func:`compile` then
-compiles with XLA's defaults and does not ask again in this process.
+know an option refuses the compile ("While setting option ...", "No such compile
+option"); :func:`compile` then compiles with XLA's defaults and does not ask again in
+this process (:func:`refused`).
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import logging
 import os
 from typing import Any
 
-__all__ = ["CONVOLUTION_OPTIONS", "compile", "for_jaxpr", "for_stablehlo", "policy"]
+__all__ = ["CONVOLUTION_OPTIONS", "compile", "for_jaxpr", "for_stablehlo", "policy", "refused"]
 
 _LOG = logging.getLogger(__name__)
 
@@ -70,18 +73,30 @@ def for_stablehlo(text: str, platform: str) -> dict[str, str]:
 def compile(lowered: Any, options: dict[str, str]) -> Any:  # noqa: A001 - the verb
     """``lowered.compile`` with ``options``; where this jaxlib does not know one of them,
     with XLA's defaults (and no options for the rest of the process)."""
-    global _refused
     if not options:
         return lowered.compile()
     try:
         return lowered.compile(compiler_options=options)
     except Exception as error:  # noqa: BLE001 - XLA's error type varies by version
-        if "While setting option" not in str(error):
+        if not refused(error, options):
             raise
-        _refused = True
-        _LOG.debug("XLA refused the options %s (%s); compiling with its defaults",
-                   options, error)
         return lowered.compile()
+
+
+def refused(error: BaseException, options: dict[str, str]) -> bool:
+    """Whether ``error``, raised by a compile with ``options``, is XLA refusing one of
+    them (an unknown option or value); if so, no options are chosen from now on."""
+    global _refused
+    if not options or not any(text in str(error) for text in _REFUSALS):
+        return False
+    _refused = True
+    _LOG.debug("XLA refused the options %s (%s); compiling with its defaults", options, error)
+    return True
+
+
+# What XLA says when it does not know an option ("No such compile option") or one of its
+# values ("While setting option ...").
+_REFUSALS = ("While setting option", "No such compile option")
 
 
 def _has_primitive(jaxpr: Any, names: frozenset[str]) -> bool:

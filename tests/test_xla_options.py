@@ -117,3 +117,105 @@ def test_a_session_compiles_its_convolution_without_ynnpack(auto):
     windows = np.lib.stride_tricks.sliding_window_view(padded, (3, 3), axis=(2, 3))
     expected = np.einsum("nchwij,ocij->nohw", windows, w)
     np.testing.assert_allclose(result, expected, rtol=1e-4, atol=1e-3)
+
+
+# ----------------------------------------------------------------- @ipuxl.jit
+def _conv_reference(x, w):
+    """A "SAME" 3x3 convolution (stride 1), NCHW x OIHW, in float64 NumPy."""
+    padded = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+    windows = np.lib.stride_tricks.sliding_window_view(padded, (3, 3), axis=(2, 3))
+    return np.einsum("nchwij,ocij->nohw", windows, w.astype(np.float64))
+
+
+def _conv_inputs(size=12):
+    rng = np.random.default_rng(1)
+    return (rng.standard_normal((1, 32, size, size)).astype(np.float32),
+            rng.standard_normal((32, 32, 3, 3)).astype(np.float32))
+
+
+def _count_traces(monkeypatch):
+    """How many times JAX traces an @ipuxl.jit function's program."""
+    import importlib
+
+    jit_module = importlib.import_module("ipuxl.jit")
+    traces = []
+    run = jit_module.JitFunction._run
+
+    def counted(self, *args, **kwargs):
+        traces.append(self.__name__)
+        return run(self, *args, **kwargs)
+
+    monkeypatch.setattr(jit_module.JitFunction, "_run", counted)
+    return traces
+
+
+def test_a_jitted_convolution_compiles_without_ynnpack_and_traces_once(auto):
+    traces = _count_traces(auto)
+
+    @popxl.jit
+    def layer(x, w):
+        return ops.relu(ops.conv(x, w, padding=(1, 1, 1, 1)))
+
+    x, w = _conv_inputs()
+    assert "__ynn_fusion" in jax.jit(_conv).lower(x, w).compile().as_text()  # the default
+    first = layer(x, w)
+    assert traces == ["layer"]  # choosing the options reused the call's trace
+    np.testing.assert_allclose(first, np.maximum(_conv_reference(x, w), 0), rtol=1e-4, atol=1e-3)
+    assert "__ynn_fusion" not in layer.lower(x, w).compile().as_text()
+    # later calls (JAX's fast dispatch), a new signature included, keep the options
+    np.testing.assert_array_equal(layer(x, w), first)
+    x2, _ = _conv_inputs(size=9)
+    np.testing.assert_allclose(layer(x2, w), np.maximum(_conv_reference(x2, w), 0),
+                               rtol=1e-4, atol=1e-3)
+    assert "__ynn_fusion" not in layer.lower(x2, w).compile().as_text()
+    assert traces == ["layer", "layer"]
+
+
+def test_a_stateful_jitted_convolution_gets_the_options_too(auto):
+    x, w = _conv_inputs()
+
+    @popxl.jit
+    def layer(x):
+        kernel = popxl.variable(w, name="kernel")
+        return ops.conv(x, kernel, padding=(1, 1, 1, 1))
+
+    np.testing.assert_allclose(layer(x), _conv_reference(x, w), rtol=1e-4, atol=1e-3)
+    assert "__ynn_fusion" not in layer.lower(x).compile().as_text()
+    np.testing.assert_allclose(layer(x), _conv_reference(x, w), rtol=1e-4, atol=1e-3)
+
+
+def test_a_jitted_program_without_a_convolution_keeps_xla_defaults(auto):
+    @popxl.jit
+    def row_sums(x):
+        return ops.sum(x * 2.0, axis=1)
+
+    x = np.arange(64 * 256, dtype=np.float32).reshape(64, 256) / 1000
+    np.testing.assert_allclose(row_sums(x), (x.astype(np.float64) * 2).sum(1), rtol=1e-5)
+    # XLA's default hands the reduction to YNNPACK; the convolution options would not
+    assert "__ynn_fusion" in row_sums.lower(x).compile().as_text()
+
+
+def test_a_jitted_convolution_with_the_options_off_keeps_xla_defaults(auto):
+    auto.setenv("IPUXL_XLA_OPTIONS", "0")
+
+    @popxl.jit
+    def layer(x, w):
+        return ops.conv(x, w, padding=(1, 1, 1, 1))
+
+    x, w = _conv_inputs()
+    np.testing.assert_allclose(layer(x, w), _conv_reference(x, w), rtol=1e-4, atol=1e-3)
+    assert "__ynn_fusion" in layer.lower(x, w).compile().as_text()
+
+
+def test_a_jitted_function_whose_options_the_jaxlib_refuses_runs_with_defaults(auto):
+    auto.setattr(xla_options, "CONVOLUTION_OPTIONS", {YNN: "NOT_A_FUSION_TYPE"})
+
+    @popxl.jit
+    def layer(x, w):
+        return ops.conv(x, w, padding=(1, 1, 1, 1))
+
+    x, w = _conv_inputs()
+    np.testing.assert_allclose(layer(x, w), _conv_reference(x, w), rtol=1e-4, atol=1e-3)
+    assert xla_options._refused  # and no options are chosen for the rest of the process
+    assert xla_options.for_stablehlo("stablehlo.convolution", "cpu") == {}
+    np.testing.assert_allclose(layer(x, w), _conv_reference(x, w), rtol=1e-4, atol=1e-3)
