@@ -68,6 +68,7 @@ from jax import api_util, tree_util
 from ipuxl import dtypes, host_values, profiling, xla_options
 from ipuxl.context import BUILDING_HOOKS, get_current_context
 from ipuxl.ir import Ir
+from ipuxl.jit_dispatch import NeedsState as _NeedsState
 from ipuxl.jit_dispatch import check_arguments, fast_call
 from ipuxl.lowering import Function, host_to_device_array, lower_function
 from ipuxl.module import Module
@@ -79,22 +80,6 @@ from ipuxl.verify import verify_ir
 __all__ = ["jit", "JitFunction", "Lowered"]
 
 DEFAULT_CACHE_SIZE = 64
-
-
-class _NeedsState(RuntimeError):
-    """Raised out of a JAX trace when a signature creates variables the call did not
-    pass in: the caller adds them to the state and calls again. (A function that made no
-    variables for its first arguments runs in its fast path, which cannot catch this: for
-    new arguments that make variables the user sees this error once.)"""
-
-    def __init__(self, built: _Built):
-        names = ", ".join(f"`{n}`" for n in built.variable_names)
-        super().__init__(
-            f"This jitted function made no variables for the arguments it was called with "
-            f"before, but makes {names} for these. It keeps them as its state from now on: "
-            "call it again."
-        )
-        self.built = built
 
 
 @dataclass
@@ -204,6 +189,10 @@ class JitFunction:
         if self._call is self._stateless and not get_current_context().graphs:
             self._go_fast()
         return result
+
+    def _slow_call(self, *args: Any, **kwargs: Any) -> Any:
+        """A call on the Python path (the fast path's way out)."""
+        return JitFunction.__call__(self, *args, **kwargs)
 
     def _first_call(self, args: tuple, kwargs: dict) -> Any:
         """Choose the XLA options from this call's program (JAX keeps the trace, so the

@@ -35,7 +35,22 @@ from ipuxl import host_values
 if TYPE_CHECKING:
     from ipuxl.jit import JitFunction
 
-__all__ = ["check_arguments", "fast_call"]
+__all__ = ["check_arguments", "fast_call", "NeedsState"]
+
+
+class NeedsState(RuntimeError):
+    """Raised out of a JAX trace when a signature creates variables the call did not
+    pass in: the caller adds them to the state and calls again (the fast path hands such
+    a call to the Python path, which does)."""
+
+    def __init__(self, built: Any):
+        names = ", ".join(f"`{n}`" for n in built.variable_names)
+        super().__init__(
+            f"This jitted function made no variables for the arguments it was called with "
+            f"before, but makes {names} for these. It keeps them as its state from now on: "
+            "call it again."
+        )
+        self.built = built
 
 # Argument types JAX takes without changing a value: found on first sight (JAX arrays of
 # every kind, floats, NumPy scalars that are not 64-bit integers). Python ints and NumPy
@@ -83,6 +98,7 @@ def fast_call(fn: JitFunction) -> Callable[..., Any]:
     ``*args, **kwargs`` would cost three times what its type tests cost.
     """
     jitted = fn._stateless
+    slow = fn._slow_call  # for new arguments that make variables (NeedsState)
     names = _plain_parameters(fn)
     if names is None:
         def call(*args: Any, **kwargs: Any) -> Any:
@@ -93,7 +109,10 @@ def fast_call(fn: JitFunction) -> Callable[..., Any]:
             else:
                 if kwargs:
                     check_arguments(fn, args, kwargs)
-            return jitted(*args, **kwargs)
+            try:
+                return jitted(*args, **kwargs)
+            except NeedsState:
+                return slow(*args, **kwargs)
 
         return call
     listed = ", ".join(names)
@@ -102,9 +121,13 @@ def fast_call(fn: JitFunction) -> Callable[..., Any]:
         test = " or ".join(f"_ipuxl_type({name}) not in _ipuxl_unchanged" for name in names)
         lines += [f"    if {test}:",
                   f"        _ipuxl_check(_ipuxl_fn, ({listed},), {{}})"]
-    lines.append(f"    return _ipuxl_jitted({listed})")
+    lines += ["    try:",
+              f"        return _ipuxl_jitted({listed})",
+              "    except _ipuxl_needs_state:",
+              f"        return _ipuxl_slow({listed})"]
     namespace = {"_ipuxl_type": type, "_ipuxl_unchanged": _UNCHANGED,
-                 "_ipuxl_check": check_arguments, "_ipuxl_fn": fn, "_ipuxl_jitted": jitted}
+                 "_ipuxl_check": check_arguments, "_ipuxl_fn": fn, "_ipuxl_jitted": jitted,
+                 "_ipuxl_needs_state": NeedsState, "_ipuxl_slow": slow}
     exec("\n".join(lines), namespace)  # the source holds parameter names only
     call = namespace["call"]
     call.__name__, call.__qualname__ = fn.__name__, getattr(fn, "__qualname__", fn.__name__)
