@@ -24,7 +24,7 @@ step on JAX's tracers:
   bounded cache (``cache_size``); :attr:`JitFunction.trace_count` counts Ir builds.
 * XLA's compile options come from :mod:`ipuxl.xla_options`, chosen once per function
   from the program of its first call (a convolution on the CPU: XLA's own convolutions,
-  1.7x faster than YNNPACK's for a 3x3, 64-channel layer; ``benchmarks/jit.py``) and
+  1.6x faster than YNNPACK's for a 3x3, 64-channel layer; ``benchmarks/jit.py``) and
   kept for every later signature. The first call traces the program with ``jax.jit``'s
   ``trace``, remakes the ``jax.jit`` with ``compiler_options`` when they differ from
   XLA's defaults, and calls it; JAX reuses the trace, so choosing costs no second trace.
