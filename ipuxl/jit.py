@@ -178,8 +178,7 @@ class JitFunction:
         except _NeedsState as need:
             with self._lock:
                 self._add_state(need.built)
-            return (self._call(*args, **kwargs) if self._options_chosen
-                    else self._first_call(args, kwargs))
+            return self._first_call(args, kwargs)  # chooses the options unless chosen
         except TypeError:
             # Called with Tensors, from inside another jitted function or a graph being
             # built: trace the function into that graph, as nested jax.jit calls inline.
